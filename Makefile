@@ -1,0 +1,35 @@
+# Set-up and checks. `make demo` and `make test` work on a fresh machine with Python 3.11+.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch; on a machine with the PyTorch CPU index reachable you may prefer
+#   make TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu" setup
+TORCH_SPEC ?= torch==2.13.0
+DEMO_OUT ?= demo-out
+
+.PHONY: setup demo test lint check clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(TORCH_SPEC)
+	$(PY) -m pip install --quiet -e '.[collector,dev]'
+	touch $@
+
+demo: setup
+	rm -rf $(DEMO_OUT)
+	$(VENV)/bin/collectbot demo --out $(DEMO_OUT)
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+check: test lint
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache

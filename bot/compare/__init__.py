@@ -1,0 +1,1 @@
+"""Pure comparison of two run records: no GPU, no network, no clock."""

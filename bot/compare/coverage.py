@@ -1,0 +1,108 @@
+"""Coverage: did the candidate measure what it planned to, and what the baseline measured?"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector.record import RunRecord
+
+# Rows below this share of planned cases make the run's coverage red, whatever the exit code.
+MIN_ROW_SHARE = 0.5
+
+
+def side_counts(record: RunRecord, op: str) -> dict[str, int]:
+    per_op = record.meta.get("counts", {}).get("per_op", {}).get(op, {})
+    rows = record.perf[op].num_rows if op in record.perf else 0
+    duplicates = sum(
+        1 for a in record.anomalies if a.kind == "duplicate_case" and a.file.startswith(f"{op}_")
+    )
+    invalid = sum(
+        1 for a in record.anomalies if a.kind == "invalid_latency" and a.file.startswith(f"{op}_")
+    )
+    planned = int(per_op.get("planned", rows))
+    attempted = int(per_op.get("attempted", rows))
+    return {
+        "planned": planned,
+        "attempted": attempted,
+        "rows": rows,
+        "failed": int(per_op.get("failed", 0)),
+        "not_attempted": max(0, planned - attempted),
+        "duplicates": duplicates,
+        "invalid": invalid,
+    }
+
+
+def compare_coverage(
+    base: RunRecord, cand: RunRecord, base_keys: dict[str, set[str]], cand_keys: dict[str, set[str]]
+) -> dict[str, Any]:
+    """Per op: counts on both sides, cases lost since the baseline, and red findings."""
+    ops = sorted(set(base.ops) | set(cand.ops))
+    per_op: dict[str, Any] = {}
+    findings: list[dict[str, str]] = []
+    cand_failed = {f.case_key for f in cand.failures}
+    if cand.status != "complete":
+        findings.append(
+            {
+                "level": "red",
+                "op": "*",
+                "text": f"candidate run is {cand.status}: it stopped before measuring its plan",
+            }
+        )
+    for op in ops:
+        b = side_counts(base, op) if op in base.ops else None
+        c = side_counts(cand, op) if op in cand.ops else None
+        lost = sorted(base_keys.get(op, set()) - cand_keys.get(op, set()) - cand_failed)
+        status = "ok"
+        if c is None:
+            status = "red"
+            findings.append({"level": "red", "op": op, "text": "op not collected by the candidate"})
+        else:
+            if c["planned"] > 0 and c["rows"] == 0:
+                status = "red"
+                findings.append({"level": "red", "op": op, "text": "zero rows"})
+            elif c["planned"] > 0 and c["rows"] < MIN_ROW_SHARE * c["planned"]:
+                status = "red"
+                findings.append(
+                    {
+                        "level": "red",
+                        "op": op,
+                        "text": f"only {c['rows']} rows of {c['planned']} planned",
+                    }
+                )
+            if c["not_attempted"]:
+                status = "red"
+                findings.append(
+                    {
+                        "level": "red",
+                        "op": op,
+                        "text": f"{c['not_attempted']} planned cases never attempted",
+                    }
+                )
+            if c["duplicates"] or c["invalid"]:
+                status = "red" if status == "red" else "yellow"
+                findings.append(
+                    {
+                        "level": "yellow",
+                        "op": op,
+                        "text": (
+                            f"{c['duplicates']} duplicate and {c['invalid']} invalid rows dropped"
+                        ),
+                    }
+                )
+        if lost:
+            status = "red" if status == "red" else "yellow"
+            findings.append(
+                {
+                    "level": "yellow",
+                    "op": op,
+                    "text": f"{len(lost)} cases measured by the baseline are missing",
+                }
+            )
+        per_op[op] = {
+            "base": b,
+            "cand": c,
+            "missing_vs_base": lost[:50],
+            "missing_count": len(lost),
+            "status": status,
+        }
+    return {"ops": per_op, "findings": findings}

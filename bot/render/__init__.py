@@ -1,0 +1,1 @@
+"""Pure rendering of comparisons into markdown (and HTML): no network, no GitHub."""

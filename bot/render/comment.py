@@ -1,0 +1,358 @@
+"""Render a comparison into the evidence comment (DESIGN.md section 4).
+
+Verdict first; details in `<details>` blocks; a hidden marker on the first line names the
+bot, backend and GPU (so each posts and updates its own comment) and carries the run id and
+head SHA (so an older run never overwrites a newer one). GitHub rejects bodies over 65,536
+characters: details are trimmed until the comment fits, the verdict never.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from bot import __version__
+from bot.compare import stats
+from bot.render.sanitize import finalize, md_block, md_code, md_text
+
+GITHUB_COMMENT_LIMIT = 65536
+MARKER_PREFIX = "<!-- collectbot "
+ICONS = {"red": "❌", "yellow": "⚠️", "green": "✅"}
+_MARKER_VALUE = re.compile(r"[^A-Za-z0-9 ._:/+-]")
+
+
+@dataclass(frozen=True)
+class Marker:
+    backend: str
+    gpu: str
+    run_id: str
+    head_sha: str
+    started_at: str
+
+    def render(self) -> str:
+        fields = {k: _MARKER_VALUE.sub("_", str(v))[:80] for k, v in self.__dict__.items()}
+        return MARKER_PREFIX + json.dumps(fields, sort_keys=True) + " -->"
+
+    def same_slot(self, other: Marker) -> bool:
+        """One sticky comment per (backend, GPU)."""
+        return (self.backend, self.gpu) == (other.backend, other.gpu)
+
+    @classmethod
+    def parse(cls, body: str) -> Marker | None:
+        """Only a marker on the body's first line counts: text quoted later can't forge one."""
+        first = body.split("\n", 1)[0].strip()
+        if not first.startswith(MARKER_PREFIX) or not first.endswith("-->"):
+            return None
+        try:
+            data = json.loads(first[len(MARKER_PREFIX) : -3].strip())
+            return cls(**{k: str(data[k]) for k in cls.__dataclass_fields__})
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+def marker_for(comparison: dict[str, Any], head_sha: str | None = None) -> Marker:
+    cand = comparison["candidate"]
+    return Marker(
+        backend=str(cand.get("backend") or "unknown"),
+        gpu=str((cand.get("device") or {}).get("name") or "unknown"),
+        run_id=str(cand.get("run_id") or ""),
+        head_sha=str(head_sha or cand.get("git_sha") or ""),
+        started_at=str(cand.get("started_at") or ""),
+    )
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("bot.render", "templates"),
+        autoescape=False,
+        finalize=finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["code"] = md_code
+    env.filters["block"] = md_block
+    env.filters["text"] = md_text
+    return env
+
+
+def fmt_ms(ms: float | None) -> str:
+    if ms is None or not math.isfinite(ms):
+        return "–"
+    if ms < 1:
+        return f"{ms * 1000:.1f} µs"
+    return f"{ms:.3f} ms"
+
+
+def fmt_change(ratio: float | None) -> str:
+    if ratio is None or not math.isfinite(ratio):
+        return "–"
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def fmt_ci(case: dict[str, Any]) -> str:
+    if case.get("method") == "size-only":
+        return "no samples"
+    lo, hi = case.get("lo"), case.get("hi")
+    if lo is None or hi is None:
+        return "–"
+    return f"[{fmt_change(lo)}, {fmt_change(hi)}]"
+
+
+def case_label(case: dict[str, Any]) -> str:
+    params = case.get("params") or {}
+    return f"{case['op']} " + " ".join(
+        str(v) if k.endswith("dtype") else f"{k}={v}" for k, v in params.items()
+    )
+
+
+def _case_row(case: dict[str, Any]) -> dict[str, Any]:
+    verdict = case["verdict"] + (" (size only)" if case.get("method") == "size-only" else "")
+    if case.get("confirmed"):
+        verdict += " · confirmed"
+    return {
+        "label": case_label(case),
+        "kernel": case.get("kernel_cand", ""),
+        "base": fmt_ms(case.get("base_ms")),
+        "cand": fmt_ms(case.get("cand_ms")),
+        "change": fmt_change(case.get("ratio")),
+        "ci": fmt_ci(case),
+        "verdict": verdict,
+    }
+
+
+_BINS = (0.9, 0.95, 0.98, 0.99, 1.01, 1.02, 1.05, 1.1)
+
+
+def ratio_chart(cases: list[dict[str, Any]]) -> str | None:
+    """A Mermaid bar chart of the ratio distribution: GitHub renders it, no image hosting."""
+    ratios = [c["ratio"] for c in cases if c.get("ratio") is not None and math.isfinite(c["ratio"])]
+    if not ratios:
+        return None
+    edges = list(_BINS)
+    labels = [f"<{fmt_change(edges[0])}"]
+    labels += [f"{fmt_change(a)}..{fmt_change(b)}" for a, b in itertools.pairwise(edges)]
+    labels.append(f">{fmt_change(edges[-1])}")
+    counts = [0] * (len(edges) + 1)
+    for r in ratios:
+        counts[sum(1 for e in edges if r >= e)] += 1
+    x_axis = ", ".join(json.dumps(label) for label in labels)
+    return (
+        "xychart-beta\n"
+        '  title "Cases by latency change (candidate vs baseline)"\n'
+        f"  x-axis [{x_axis}]\n"
+        '  y-axis "cases"\n'
+        f"  bar [{', '.join(str(c) for c in counts)}]"
+    )
+
+
+def _provenance_rows(base: dict[str, Any], cand: dict[str, Any]) -> list[dict[str, Any]]:
+    def dev(side: dict[str, Any], key: str) -> str:
+        return str((side.get("device") or {}).get(key) or "–")
+
+    def ver(side: dict[str, Any], key: str) -> str:
+        return str((side.get("versions") or {}).get(key) or "–")
+
+    def img(side: dict[str, Any]) -> str:
+        image = side.get("image") or {}
+        return str(image.get("digest") or image.get("ref") or "none (local)")
+
+    rows: list[tuple[str, Callable[[dict[str, Any]], object]]] = [
+        ("run id", lambda s: s.get("run_id") or "–"),
+        ("status", lambda s: s.get("status") or "–"),
+        ("git SHA", lambda s: s.get("git_sha") or "–"),
+        (
+            "backend",
+            lambda s: f"{s.get('backend')} ({s.get('framework')} {s.get('framework_version')})",
+        ),
+        ("device", lambda s: dev(s, "name")),
+        ("device UUID", lambda s: dev(s, "uuid")),
+        ("driver / CUDA", lambda s: f"{dev(s, 'driver')} / {dev(s, 'cuda')}"),
+        ("torch", lambda s: ver(s, "torch")),
+        ("vLLM", lambda s: ver(s, "vllm")),
+        ("FlashInfer", lambda s: ver(s, "flashinfer")),
+        ("image", img),
+        ("collector hash", lambda s: s.get("collector_hash") or "–"),
+        ("plan hash", lambda s: f"{s.get('plan_hash')} ({s.get('case_set')})"),
+        ("protocol", lambda s: _protocol_text(s.get("protocol"))),
+        ("started", lambda s: s.get("started_at") or "–"),
+    ]
+    return [{"name": name, "base": fn(base), "cand": fn(cand)} for name, fn in rows]
+
+
+def _protocol_text(protocol: dict[str, Any] | None) -> str:
+    if not protocol:
+        return "–"
+    return f"{protocol.get('runs')} runs x {protocol.get('samples')} samples"
+
+
+def reproduce_commands(comparison: dict[str, Any]) -> str:
+    lines = ["# from a checkout of this bot: make setup && . .venv/bin/activate"]
+    outs = []
+    for side in ("baseline", "candidate"):
+        command = [str(c) for c in comparison[side].get("command") or []]
+        if command:
+            lines.append(f"# {side}")
+            lines.append(shlex.join(command))
+            outs.append(command[command.index("--out") + 1] if "--out" in command else side)
+        else:
+            outs.append(f"{side.upper()}_RUN")
+    lines.append(f"collectbot compare {shlex.join(outs)} --out cmp")
+    lines.append("collectbot render cmp --out comment.md")
+    return "\n".join(lines)
+
+
+@dataclass
+class RenderOptions:
+    head_sha: str | None = None
+    artifacts_url: str | None = None
+    top: int = 10
+    detail_rows: int = 200
+    max_groups: int = 50
+    tracebacks: int = 5
+    limit: int = GITHUB_COMMENT_LIMIT
+
+
+def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
+    verdict = comparison["verdict"]
+    base, cand = comparison["baseline"], comparison["candidate"]
+    latency = comparison["latency"]
+    cases = latency["cases"]
+    regressed = sorted(
+        (c for c in cases if c["verdict"] == stats.REGRESSED), key=lambda c: -c["ratio"]
+    )
+    improved = sorted(
+        (c for c in cases if c["verdict"] == stats.IMPROVED), key=lambda c: c["ratio"]
+    )
+    shown = {c["key"] for c in regressed[: opts.top]} | {c["key"] for c in improved[: opts.top]}
+    others = sorted(
+        (c for c in cases if c["verdict"] != stats.SAME and c["key"] not in shown),
+        key=lambda c: -abs(math.log(c["ratio"])) if c["ratio"] and c["ratio"] > 0 else 0,
+    )
+    fg = comparison["failure_groups"]
+    budget = opts.max_groups
+    new, persisting, resolved = fg["new"][:budget], [], []
+    budget -= len(new)
+    persisting = fg["persisting"][: max(0, budget)]
+    budget -= len(persisting)
+    resolved = fg["resolved"][: max(0, budget)]
+    omitted = sum(len(fg[k]) for k in ("new", "persisting", "resolved")) - (
+        len(new) + len(persisting) + len(resolved)
+    )
+    summary = latency["summary"]
+    v = summary["verdicts"]
+    latency_line = (
+        f"{summary['matched']} cases matched "
+        f"({summary['added']} added, {summary['removed']} removed): "
+        f"{v['regressed']} regressed, {v['improved']} improved, {v['inconclusive']} inconclusive, "
+        f"{v['same']} unchanged."
+    )
+    if summary.get("size_only"):
+        latency_line += (
+            f" {summary['size_only']} cases had no samples on one side and were judged by size "
+            f"alone (±{comparison['settings']['size_only_threshold'] * 100:.0f}%)."
+        )
+    coverage = []
+    for op, row in comparison["coverage"]["ops"].items():
+        c = row["cand"] or {}
+        coverage.append(
+            {
+                "op": op,
+                "planned": c.get("planned", 0),
+                "attempted": c.get("attempted", 0),
+                "rows": c.get("rows", 0),
+                "failed": c.get("failed", 0),
+                "missing": row["missing_count"],
+                "status": row["status"],
+                "status_icon": ICONS.get(row["status"], "✅"),
+            }
+        )
+    ops = ", ".join(cand.get("ops") or [])
+    device = (cand.get("device") or {}).get("name", "unknown device")
+    return {
+        "marker": Markup(marker_for(comparison, opts.head_sha).render()),
+        "icon": ICONS[verdict["level"]],
+        "title": f"collectbot: {verdict['headline']}",
+        "subtitle": md_text(
+            f"{cand.get('backend')} {ops} on {device}; candidate {cand.get('run_id')} "
+            f"vs {comparison['baseline'].get('kind')} baseline {base.get('run_id')}"
+        ),
+        "reasons": verdict["reasons"],
+        "warnings": comparison.get("warnings", []),
+        "groups": {
+            "new": new,
+            "persisting": persisting,
+            "resolved": resolved,
+            "omitted": omitted,
+            "new_with_traceback": [g for g in new[: opts.tracebacks] if g.get("traceback")],
+        },
+        "coverage": coverage,
+        "coverage_findings": comparison["coverage"]["findings"],
+        "latency_line": latency_line,
+        "ci_label": f"{comparison['settings']['confidence'] * 100:.0f}% CI",
+        "regressions": [_case_row(c) for c in regressed[: opts.top]],
+        "improvements": [_case_row(c) for c in improved[: opts.top]],
+        "group_rows": [
+            {
+                "op": g["op"],
+                "dtype": g["dtype"],
+                "kernel": g["kernel_source"],
+                "cases": g["cases"],
+                "change": fmt_change(g["geomean"]),
+                "ci": f"[{fmt_change(g['lo'])}, {fmt_change(g['hi'])}]",
+                "regressed": g["verdicts"]["regressed"],
+                "improved": g["verdicts"]["improved"],
+                "inconclusive": g["verdicts"]["inconclusive"],
+            }
+            for g in latency["groups"][: opts.detail_rows]
+        ],
+        "chart": Markup(chart) if (chart := ratio_chart(cases)) else None,
+        "other_cases": [_case_row(c) for c in others[: opts.detail_rows]],
+        "other_omitted": max(0, len(others) - opts.detail_rows),
+        "dispatch": [
+            {
+                "op": d["op"],
+                "from": d["from"],
+                "to": d["to"],
+                "count": d["count"],
+                "sample": d["sample_cases"][0],
+            }
+            for d in latency["dispatch_changes"][: opts.detail_rows]
+        ],
+        "provenance": _provenance_rows(base, cand),
+        "reproduce": reproduce_commands(comparison),
+        "artifacts_url": opts.artifacts_url,
+        "version": __version__,
+        "schema_version": comparison["schema_version"],
+        "baseline_kind": comparison["baseline"].get("kind", "run"),
+    }
+
+
+def render_comment(comparison: dict[str, Any], opts: RenderOptions | None = None) -> str:
+    """The comment markdown, trimmed to GitHub's size limit; the verdict always survives."""
+    opts = opts or RenderOptions()
+    template = _env().get_template("comment.md.j2")
+    current = RenderOptions(**opts.__dict__)
+    while True:
+        body = template.render(**_context(comparison, current))
+        if len(body) <= current.limit:
+            return body
+        if current.detail_rows == 0 and current.max_groups == 0 and current.tracebacks == 0:
+            break
+        current.detail_rows //= 2
+        current.max_groups //= 2
+        current.tracebacks = 0 if current.tracebacks <= 1 else current.tracebacks // 2
+        current.top = max(3, current.top // 2) if current.detail_rows else 3
+    # Last resort: keep the head (marker, verdict, reasons) and cut the rest.
+    note = "\n\n_(comment truncated to GitHub's size limit; see the artifacts)_\n"
+    return body[: current.limit - len(note)] + note

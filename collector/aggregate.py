@@ -1,0 +1,70 @@
+"""Per-case statistics from raw samples: the numbers a perf row carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Scale that makes the median absolute deviation estimate a normal distribution's sigma.
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass
+class RunResult:
+    """One run of one case, as the engine checkpoints it."""
+
+    case_key: str
+    run: int
+    ms: list[float]
+    sm_mhz: list[float | None]
+    power_w: list[float | None]
+    throttled: list[bool]
+    inner: int
+    timing_mode: str
+    kernel_source: str
+    copies: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunResult:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+
+def robust_cv(values: np.ndarray) -> float:
+    med = float(np.median(values))
+    if med <= 0 or values.size < 2:
+        return 0.0
+    return float(MAD_TO_SIGMA * np.median(np.abs(values - med)) / med)
+
+
+def summarise(runs: list[RunResult]) -> dict[str, Any]:
+    """Latency is the median of per-run medians: robust to an outlying sample or run."""
+    all_ms = np.concatenate([np.asarray(r.ms, dtype=float) for r in runs])
+    run_medians = np.array([np.median(r.ms) for r in runs], dtype=float)
+    clocks = [c for r in runs for c in r.sm_mhz if c is not None]
+    kernels = sorted({r.kernel_source for r in runs})
+    return {
+        "latency": float(np.median(run_medians)),
+        "p10": float(np.percentile(all_ms, 10)),
+        "p90": float(np.percentile(all_ms, 90)),
+        "robust_cv": robust_cv(all_ms),
+        "run_cv": robust_cv(run_medians) if run_medians.size > 2 else _plain_cv(run_medians),
+        "runs": len(runs),
+        "samples": int(all_ms.size),
+        "inner": int(max(r.inner for r in runs)),
+        "copies": int(max(r.copies for r in runs)),
+        "timing_mode": ",".join(sorted({r.timing_mode for r in runs})),
+        "sm_mhz_mean": float(np.mean(clocks)) if clocks else None,
+        "throttled": any(t for r in runs for t in r.throttled),
+        "kernel_source": kernels[0] if len(kernels) == 1 else "|".join(kernels),
+    }
+
+
+def _plain_cv(values: np.ndarray) -> float:
+    if values.size < 2 or float(np.mean(values)) <= 0:
+        return 0.0
+    return float(np.std(values, ddof=1) / np.mean(values))

@@ -1,0 +1,9 @@
+"""Errors the user can fix: they end a command with one line, never a traceback."""
+
+
+class UserError(Exception):
+    """Bad input (file, field or value) that the user can correct."""
+
+
+class RunRecordError(UserError):
+    """A run record that cannot be read: missing file, bad checksum, unknown schema."""

@@ -1,0 +1,165 @@
+"""Failure records: classify what went wrong and give each failure a stable group key.
+
+Doctrine (DESIGN.md section 5): observe failures, never predict or hide them. A failure is
+classified from the exception or the way the worker ended, not from the case's parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import traceback
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+# Classifications, most specific first. `cuda_fatal` poisons the CUDA context: the worker
+# that saw it must be replaced after the failure is recorded.
+CUDA_FATAL = "cuda_fatal"
+OOM = "oom"
+UNSUPPORTED = "unsupported"
+BACKEND_UNAVAILABLE = "backend_unavailable"
+TIMEOUT = "timeout"
+CRASH = "crash"
+INVALID_OUTPUT = "invalid_output"
+ERROR = "error"
+CLASSIFICATIONS = (
+    CUDA_FATAL,
+    OOM,
+    UNSUPPORTED,
+    BACKEND_UNAVAILABLE,
+    TIMEOUT,
+    CRASH,
+    INVALID_OUTPUT,
+    ERROR,
+)
+
+_CUDA_FATAL_PATTERNS = (
+    "illegal memory access",
+    "an illegal instruction",
+    "unspecified launch failure",
+    "device-side assert",
+    "misaligned address",
+    "cublas_status_execution_failed",
+    "cuda error: launch failure",
+    "uncorrectable ecc error",
+)
+_OOM_PATTERNS = ("out of memory", "cuda_error_out_of_memory", "cublas_status_alloc_failed")
+_UNSUPPORTED_PATTERNS = (
+    "not supported",
+    "unsupported",
+    "no kernel image is available",
+    "not implemented",
+    "notimplemented",
+)
+MAX_MESSAGE_CHARS = 2000
+MAX_TRACEBACK_CHARS = 8000
+
+
+def classify_exception(exc: BaseException) -> str:
+    name = type(exc).__name__
+    text = f"{name}: {exc}".lower()
+    if any(p in text for p in _CUDA_FATAL_PATTERNS) or name == "AcceleratorError":
+        return CUDA_FATAL
+    if name in ("OutOfMemoryError", "MemoryError") or any(p in text for p in _OOM_PATTERNS):
+        return OOM
+    if isinstance(exc, ImportError):
+        return BACKEND_UNAVAILABLE
+    if isinstance(exc, NotImplementedError) or any(p in text for p in _UNSUPPORTED_PATTERNS):
+        return UNSUPPORTED
+    if isinstance(exc, TimeoutError):
+        return TIMEOUT
+    return ERROR
+
+
+def poisons_context(classification: str) -> bool:
+    return classification == CUDA_FATAL
+
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_PATH = re.compile(r"(?:/[\w.+-]+){2,}")
+_NUM = re.compile(r"(?<![A-Za-z0-9_.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![A-Za-z0-9_])")
+_SPACE = re.compile(r"\s+")
+
+
+def normalise_message(message: str) -> str:
+    """Strip what varies between instances of one failure: addresses, paths, numbers."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    text = _HEX.sub("<hex>", first)
+    text = _PATH.sub("<path>", text)
+    text = _NUM.sub("<n>", text)
+    return _SPACE.sub(" ", text).strip()[:200]
+
+
+def group_key(op: str, classification: str, exception_type: str, message: str, dtype: str) -> str:
+    """Group identity (DESIGN.md section 3): op, class, exception type, message, dtype family."""
+    parts = (op, classification, exception_type, normalise_message(message), dtype)
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:12]
+    return f"{op}/{classification}/{exception_type}/{dtype}/{digest}"
+
+
+@dataclass
+class FailureRecord:
+    task_id: str
+    case_key: str
+    op: str
+    params: dict[str, Any]
+    dtype: str
+    classification: str
+    group_key: str
+    exception_type: str
+    message: str
+    traceback: str
+    exit_code: int | None
+    signal: str | None
+    worker: str
+    device: str
+    run_index: int
+    timestamp: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FailureRecord:
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def record_from_exception(
+    exc: BaseException,
+    *,
+    task_id: str,
+    case_key: str,
+    op: str,
+    params: dict[str, Any],
+    dtype: str,
+    worker: str,
+    device: str,
+    run_index: int,
+) -> FailureRecord:
+    classification = classify_exception(exc)
+    exception_type = type(exc).__name__
+    message = str(exc)[:MAX_MESSAGE_CHARS]
+    tb = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK_CHARS:]
+    return FailureRecord(
+        task_id=task_id,
+        case_key=case_key,
+        op=op,
+        params=params,
+        dtype=dtype,
+        classification=classification,
+        group_key=group_key(op, classification, exception_type, message, dtype),
+        exception_type=exception_type,
+        message=message,
+        traceback=tb,
+        exit_code=None,
+        signal=None,
+        worker=worker,
+        device=device,
+        run_index=run_index,
+        timestamp=now_iso(),
+    )

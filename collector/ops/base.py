@@ -1,0 +1,32 @@
+"""What every op declares so that plans, records and comparisons can treat ops alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Params = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """An op's contract.
+
+    `fields` are the case fields in the order of the field's de-facto perf tables (they are
+    also the parquet column names); `dtype_field` names the field whose value is the case's
+    dtype family, used to group failures and aggregate ratios.
+    """
+
+    name: str
+    fields: tuple[tuple[str, type], ...]
+    dtype_field: str
+    flops: Callable[[Params], float]
+    bytes_moved: Callable[[Params], float]
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.fields)
+
+    def dtype_of(self, params: Params) -> str:
+        return str(params[self.dtype_field])

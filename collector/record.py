@@ -1,0 +1,406 @@
+"""The run record (DESIGN.md section 2): a self-describing directory readable without a GPU.
+
+Writer: results are checkpointed line by line while the run goes on, so a crash loses at most
+the case in flight; `finalize` turns the checkpoint into parquet tables, `failures.json` and,
+last, `run.json` with every other file's sha256. Reader: validates on load and turns every
+defect into a one-line error (unreadable record) or a flagged anomaly (suspect rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from collector.aggregate import RunResult, summarise
+from collector.caseplan import Case
+from collector.errors import RunRecordError
+from collector.failures import FailureRecord
+from collector.ops import get_op
+
+SCHEMA_VERSION = 1
+RUN_JSON = "run.json"
+FAILURES_JSON = "failures.json"
+CHECKPOINT = "checkpoint.jsonl"
+STATUSES = ("complete", "partial", "failed")
+
+# Columns every perf table has, after the identity columns and the op's case fields.
+PERF_STAT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("latency", pa.float64()),
+    ("case_key", pa.string()),
+    ("p10", pa.float64()),
+    ("p90", pa.float64()),
+    ("robust_cv", pa.float64()),
+    ("run_cv", pa.float64()),
+    ("runs", pa.int32()),
+    ("samples", pa.int32()),
+    ("inner", pa.int32()),
+    ("copies", pa.int32()),
+    ("timing_mode", pa.string()),
+    ("sm_mhz_mean", pa.float64()),
+    ("throttled", pa.bool_()),
+    ("flops", pa.float64()),
+    ("bytes", pa.float64()),
+    ("tflops", pa.float64()),
+    ("gbps", pa.float64()),
+)
+IDENTITY_COLUMNS = ("framework", "version", "device", "op_name", "kernel_source")
+SAMPLE_SCHEMA = pa.schema(
+    [
+        ("case_key", pa.string()),
+        ("run", pa.int32()),
+        ("sample", pa.int32()),
+        ("ms", pa.float64()),
+        ("sm_mhz", pa.float64()),
+        ("power_w", pa.float64()),
+        ("throttled", pa.bool_()),
+    ]
+)
+
+
+def perf_file(op: str) -> str:
+    return f"{op}_perf.parquet"
+
+
+def samples_file(op: str) -> str:
+    return f"{op}_samples.parquet"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    _atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+
+
+def _write_parquet(path: Path, table: pa.Table) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    tmp.replace(path)
+
+
+class Checkpoint:
+    """Append-only JSON lines: each finished run and each failure, fsynced as it happens."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh = path.open("a", encoding="utf-8")
+
+    def append(self, kind: str, payload: dict[str, Any]) -> None:
+        self._fh.write(json.dumps({"kind": kind, **payload}, separators=(",", ":")) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    @staticmethod
+    def read(path: Path) -> Iterator[dict[str, Any]]:
+        """Entries in order; a torn last line (a crash mid-write) is skipped, not fatal."""
+        if not path.exists():
+            return
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(entry, dict) and "kind" in entry:
+                    yield entry
+
+
+@dataclass
+class CheckpointState:
+    runs: dict[str, list[RunResult]] = field(default_factory=dict)
+    failures: list[FailureRecord] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> CheckpointState:
+        state = cls()
+        for entry in Checkpoint.read(path):
+            if entry["kind"] == "run":
+                result = RunResult.from_json(entry)
+                state.runs.setdefault(result.case_key, []).append(result)
+            elif entry["kind"] == "failure":
+                state.failures.append(FailureRecord.from_json(entry))
+        return state
+
+    @property
+    def failed_keys(self) -> set[str]:
+        return {f.case_key for f in self.failures}
+
+
+def build_tables(
+    cases: Iterable[Case],
+    runs: dict[str, list[RunResult]],
+    identity: dict[str, str],
+) -> dict[str, tuple[pa.Table, pa.Table]]:
+    """Per op, the perf table (one row per case with results) and the samples table."""
+    by_op: dict[str, list[Case]] = {}
+    for case in cases:
+        by_op.setdefault(case.op, []).append(case)
+    out: dict[str, tuple[pa.Table, pa.Table]] = {}
+    for op, op_cases in by_op.items():
+        spec = get_op(op)
+        perf_rows: list[dict[str, Any]] = []
+        sample_cols: dict[str, list[Any]] = {name: [] for name in SAMPLE_SCHEMA.names}
+        for case in op_cases:
+            case_runs = sorted(runs.get(case.key, []), key=lambda r: r.run)
+            if not case_runs:
+                continue
+            stats = summarise(case_runs)
+            params = case.params
+            flops, nbytes = spec.flops(params), spec.bytes_moved(params)
+            seconds = stats["latency"] / 1e3
+            row = {
+                "framework": identity["framework"],
+                "version": identity["version"],
+                "device": identity["device"],
+                "op_name": op,
+                "kernel_source": stats.pop("kernel_source"),
+                **params,
+                **stats,
+                "case_key": case.key,
+                "flops": flops,
+                "bytes": nbytes,
+                "tflops": flops / seconds / 1e12 if seconds > 0 else None,
+                "gbps": nbytes / seconds / 1e9 if seconds > 0 else None,
+            }
+            perf_rows.append(row)
+            for r in case_runs:
+                for i, ms in enumerate(r.ms):
+                    sample_cols["case_key"].append(case.key)
+                    sample_cols["run"].append(r.run)
+                    sample_cols["sample"].append(i)
+                    sample_cols["ms"].append(ms)
+                    sample_cols["sm_mhz"].append(r.sm_mhz[i])
+                    sample_cols["power_w"].append(r.power_w[i])
+                    sample_cols["throttled"].append(r.throttled[i])
+        schema = perf_schema(op)
+        perf = pa.Table.from_pylist(perf_rows, schema=schema)
+        samples = pa.Table.from_pydict(sample_cols, schema=SAMPLE_SCHEMA)
+        out[op] = (perf, samples)
+    return out
+
+
+def perf_schema(op: str) -> pa.Schema:
+    spec = get_op(op)
+    field_types = {int: pa.int64(), str: pa.string(), float: pa.float64()}
+    cols = [(name, pa.string()) for name in IDENTITY_COLUMNS]
+    cols += [(name, field_types[typ]) for name, typ in spec.fields]
+    cols += list(PERF_STAT_COLUMNS)
+    return pa.schema(cols)
+
+
+def finalize(
+    out_dir: Path,
+    meta: dict[str, Any],
+    cases: list[Case],
+    state: CheckpointState,
+    status: str,
+) -> Path:
+    """Write the record's tables and, last, run.json. Safe to call again on the same dir."""
+    assert status in STATUSES
+    identity = {
+        "framework": str(meta["framework"]),
+        "version": str(meta["framework_version"]),
+        "device": str(meta["device"].get("name", "unknown")),
+    }
+    files: dict[str, str] = {}
+    # A case that failed in any run is a failure, not a row built from its earlier runs.
+    failed_keys = state.failed_keys
+    ok_runs = {k: v for k, v in state.runs.items() if k not in failed_keys}
+    for op, (perf, samples) in build_tables(cases, ok_runs, identity).items():
+        for name, table in ((perf_file(op), perf), (samples_file(op), samples)):
+            _write_parquet(out_dir / name, table)
+            files[name] = sha256_file(out_dir / name)
+    # Ops with no rows still get (empty) tables: a zero-row op is a finding, not a gap.
+    for op in meta["ops"]:
+        if perf_file(op) not in files:
+            for name, schema in (
+                (perf_file(op), perf_schema(op)),
+                (samples_file(op), SAMPLE_SCHEMA),
+            ):
+                _write_parquet(out_dir / name, schema.empty_table())
+                files[name] = sha256_file(out_dir / name)
+    write_json(out_dir / FAILURES_JSON, [f.to_json() for f in state.failures])
+    files[FAILURES_JSON] = sha256_file(out_dir / FAILURES_JSON)
+    checkpoint = out_dir / CHECKPOINT
+    if status == "complete" and checkpoint.exists():
+        checkpoint.unlink()
+    per_op = {}
+    for op in meta["ops"]:
+        keys = [c.key for c in cases if c.op == op]
+        ok = sum(1 for k in keys if k in state.runs and k not in failed_keys)
+        failed = sum(1 for k in keys if k in failed_keys)
+        attempted = sum(1 for k in keys if k in state.runs or k in failed_keys)
+        per_op[op] = {"planned": len(keys), "attempted": attempted, "ok": ok, "failed": failed}
+    counts = {
+        key: sum(v[key] for v in per_op.values())
+        for key in ("planned", "attempted", "ok", "failed")
+    }
+    record = {
+        **meta,
+        "schema_version": SCHEMA_VERSION,
+        "status": status,
+        "counts": {**counts, "per_op": per_op},
+        "files": dict(sorted(files.items())),
+    }
+    write_json(out_dir / RUN_JSON, record)
+    return out_dir / RUN_JSON
+
+
+@dataclass
+class Anomaly:
+    """A defect in a readable record: reported by the comparison, never silently dropped."""
+
+    kind: str
+    file: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "file": self.file, "detail": self.detail}
+
+
+@dataclass
+class RunRecord:
+    path: Path
+    meta: dict[str, Any]
+    perf: dict[str, pa.Table]
+    samples: dict[str, pa.Table]
+    failures: list[FailureRecord]
+    anomalies: list[Anomaly]
+
+    @property
+    def status(self) -> str:
+        return str(self.meta.get("status"))
+
+    @property
+    def ops(self) -> list[str]:
+        return list(self.meta.get("ops", []))
+
+    @classmethod
+    def load(cls, path: Path) -> RunRecord:
+        return read_record(path)
+
+
+def _require(cond: bool, message: str) -> None:
+    if not cond:
+        raise RunRecordError(message)
+
+
+def read_record(path: Path) -> RunRecord:
+    _require(path.is_dir(), f"{path}: run record directory not found")
+    run_json = path / RUN_JSON
+    _require(run_json.is_file(), f"{run_json}: missing (not a run record, or the run died early)")
+    try:
+        meta = json.loads(run_json.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunRecordError(f"{run_json}: not valid JSON ({exc})") from None
+    _require(isinstance(meta, dict), f"{run_json}: must hold a JSON object")
+    version = meta.get("schema_version")
+    _require(
+        version == SCHEMA_VERSION,
+        f"{run_json}: unknown schema_version {version!r} (this reader knows {SCHEMA_VERSION})",
+    )
+    for key in ("run_id", "status", "ops", "files", "framework", "framework_version", "device"):
+        _require(key in meta, f"{run_json}: missing field {key!r}")
+    _require(meta["status"] in STATUSES, f"{run_json}: unknown status {meta['status']!r}")
+    files = meta["files"]
+    _require(isinstance(files, dict), f"{run_json}: field 'files' must be an object")
+    for name, digest in files.items():
+        _require(
+            "/" not in name and name not in ("", ".", ".."), f"{run_json}: bad file name {name!r}"
+        )
+        target = path / name
+        _require(target.is_file(), f"{target}: listed in run.json but missing")
+        actual = sha256_file(target)
+        _require(
+            actual == digest,
+            f"{target}: checksum mismatch "
+            f"(run.json says {str(digest)[:12]}, file is {actual[:12]})",
+        )
+    anomalies: list[Anomaly] = []
+    allowed = set(files) | {RUN_JSON, CHECKPOINT}
+    for extra in sorted(p.name for p in path.iterdir() if p.name not in allowed):
+        if not extra.startswith("."):
+            anomalies.append(Anomaly("extra_file", extra, "not listed in run.json"))
+    perf: dict[str, pa.Table] = {}
+    samples: dict[str, pa.Table] = {}
+    for op in meta["ops"]:
+        get_op(op)
+        for name in (perf_file(op), samples_file(op)):
+            _require(name in files, f"{run_json}: op {op!r} has no {name} listed")
+        perf[op] = _read_perf(path / perf_file(op), op, anomalies)
+        samples[op] = _read_table(path / samples_file(op), SAMPLE_SCHEMA.names)
+    failures = _read_failures(path / FAILURES_JSON) if FAILURES_JSON in files else []
+    return RunRecord(path, meta, perf, samples, failures, anomalies)
+
+
+def _read_table(path: Path, required: Iterable[str]) -> pa.Table:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise RunRecordError(f"{path}: not a readable parquet file ({exc})") from None
+    missing = [c for c in required if c not in table.column_names]
+    _require(not missing, f"{path}: missing column {missing[0]!r}" if missing else "")
+    return table
+
+
+def _read_perf(path: Path, op: str, anomalies: list[Anomaly]) -> pa.Table:
+    spec = get_op(op)
+    table = _read_table(path, ("case_key", "latency", "kernel_source", *spec.field_names))
+    keys = table.column("case_key").to_pylist()
+    lat = table.column("latency").to_pylist()
+    keep = []
+    seen: set[str] = set()
+    for i, (key, value) in enumerate(zip(keys, lat, strict=True)):
+        if key in seen:
+            anomalies.append(Anomaly("duplicate_case", path.name, f"{key} appears more than once"))
+            continue
+        seen.add(key)
+        if value is None or not math.isfinite(value) or value <= 0:
+            anomalies.append(Anomaly("invalid_latency", path.name, f"{key}: latency {value!r}"))
+            continue
+        keep.append(i)
+    if len(keep) != table.num_rows:
+        table = table.take(pa.array(keep, type=pa.int64()))
+    return table
+
+
+def _read_failures(path: Path) -> list[FailureRecord]:
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunRecordError(f"{path}: not valid JSON ({exc})") from None
+    _require(isinstance(data, list), f"{path}: must hold a JSON list of failure records")
+    out = []
+    for i, item in enumerate(data):
+        _require(
+            isinstance(item, dict) and "case_key" in item and "group_key" in item,
+            f"{path}: record {i} lacks case_key or group_key",
+        )
+        out.append(FailureRecord.from_json(item))
+    return out

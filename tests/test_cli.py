@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app
+from tests.factories import gemm_case, simulated_runs, write_record
+
+runner = CliRunner()
+COMMANDS = ["collect", "compare", "render", "demo"]
+
+
+def test_help_explains_every_option() -> None:
+    import typer
+
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in COMMANDS:
+        assert command in result.output
+    group = typer.main.get_command(app)
+    commands = group.commands  # type: ignore[attr-defined]
+    for name in COMMANDS:
+        command = commands[name]
+        assert command.help and len(command.help) > 20
+        result = runner.invoke(app, [name, "--help"])
+        assert result.exit_code == 0, result.output
+        for param in command.params:
+            text = getattr(param, "help", None)
+            assert text and len(text) > 8, f"{name} {param.name} has no help"
+
+
+def _runs(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, Path]:
+    cases = [gemm_case(m) for m in (1, 2, 4)]
+    base = write_record(tmp_path / "base", cases, lambda c: simulated_runs(rng, 1.0))
+    cand = write_record(
+        tmp_path / "cand", cases, lambda c: simulated_runs(rng, 1.2 if c.params["m"] == 4 else 1.0)
+    )
+    return base, cand
+
+
+def test_compare_and_render(tmp_path: Path, rng: np.random.Generator) -> None:
+    base, cand = _runs(tmp_path, rng)
+    result = runner.invoke(app, ["compare", str(base), str(cand), "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("red: 1 regressed")
+    data = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
+    assert data["schema_version"] == 1
+    result = runner.invoke(
+        app, ["render", str(tmp_path / "cmp"), "--out", str(tmp_path / "c.md"), "--head-sha", "f00"]
+    )
+    assert result.exit_code == 0, result.output
+    body = (tmp_path / "c.md").read_text()
+    assert '"head_sha": "f00"' in body.splitlines()[0]
+
+
+def _one_line_error(args: list[str], needle: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert needle in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_bad_inputs_end_in_one_line_errors(tmp_path: Path, rng: np.random.Generator) -> None:
+    base, cand = _runs(tmp_path, rng)
+    out = str(tmp_path / "cmp")
+    _one_line_error(["compare", str(tmp_path / "missing"), str(cand), "--out", out], "missing")
+    (cand / "gemm_perf.parquet").write_bytes(b"tampered")
+    _one_line_error(
+        ["compare", str(base), str(cand), "--out", out], "gemm_perf.parquet: checksum mismatch"
+    )
+    (base / "failures.json").unlink()
+    _one_line_error(
+        ["compare", str(base), str(cand), "--out", out],
+        "failures.json: listed in run.json but missing",
+    )
+    _one_line_error(["collect", "--ops", "conv", "--out", str(tmp_path / "r")], "unknown op 'conv'")
+    _one_line_error(
+        ["collect", "--backend", "nope", "--out", str(tmp_path / "r")], "unknown backend 'nope'"
+    )
+    _one_line_error(
+        ["collect", "--device", "tpu", "--out", str(tmp_path / "r2")], "unknown device 'tpu'"
+    )
+    _one_line_error(
+        ["collect", "--cases", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "r3")],
+        "none.yaml",
+    )
+    _one_line_error(
+        ["render", str(tmp_path / "nocmp"), "--out", str(tmp_path / "x.md")], "comparison not found"
+    )
+    _one_line_error(
+        ["collect", "--case-filter", "m128", "--out", str(tmp_path / "r4")], "--case-filter"
+    )
+
+
+@pytest.mark.slow
+def test_demo_end_to_end(tmp_path: Path) -> None:
+    """The acceptance of the embedded default: the canary is caught, nothing else is flagged."""
+    from bot.demo import DEMO_FAIL, DEMO_SLOW
+    from collector.caseplan import CaseSelector, build_plan
+
+    out = tmp_path / "demo"
+    result = runner.invoke(app, ["demo", "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    comment_path = Path(result.output.strip().splitlines()[-1])
+    assert comment_path == out / "comment.md"
+    body = comment_path.read_text()
+    data = json.loads((out / "comparison" / "comparison.json").read_text())
+    slow = CaseSelector.parse(DEMO_SLOW)
+    fail = CaseSelector.parse(DEMO_FAIL)
+    plan = build_plan(("gemm",), case_set="demo")
+    slowed = {c.key for c in plan.cases if slow.matches(c)}
+    failing = {c.key for c in plan.cases if fail.matches(c)}
+    verdicts = {c["key"]: c for c in data["latency"]["cases"]}
+    assert slowed and all(verdicts[k]["verdict"] == "regressed" for k in slowed)
+    assert all(verdicts[k]["lo"] > 1.2 for k in slowed)
+    assert not [k for k, c in verdicts.items() if k not in slowed and c["verdict"] == "regressed"]
+    [group] = data["failure_groups"]["new"]
+    assert group["sample_case"] in failing
+    assert body.splitlines()[1].startswith(
+        f"## ❌ collectbot: {len(slowed)} regressed, 1 new failure group"
+    )
+    assert "95% CI" in body

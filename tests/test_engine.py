@@ -1,0 +1,98 @@
+"""The collector on a real CPU with real torch: records, failures, signals, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from collector.canary import Canary
+from collector.caseplan import CaseSelector
+from collector.engine import CollectConfig, run_collection
+from collector.errors import UserError
+from collector.record import CHECKPOINT, read_record
+from collector.timing import Protocol
+
+FAST = Protocol(runs=3, samples=3, warmup=1, target_sample_ms=0.5, idle_ratio=0.0)
+
+
+def test_cpu_collection_writes_a_valid_record_and_records_failures(tmp_path: Path) -> None:
+    cfg = CollectConfig(
+        out=tmp_path / "run",
+        case_set="smoke",
+        case_filter=CaseSelector.parse("m=8"),
+        protocol=FAST,
+        canary=Canary(fail=CaseSelector.parse("gemm_dtype=float32,n=256,k=256")),
+        quiet=True,
+    )
+    run_collection(cfg)
+    rec = read_record(tmp_path / "run")
+    assert rec.status == "complete"
+    assert rec.meta["counts"]["planned"] == 8
+    assert rec.meta["counts"]["ok"] == 7 and rec.meta["counts"]["failed"] == 1
+    assert rec.perf["gemm"].num_rows == 7
+    assert set(rec.perf["gemm"].column("timing_mode").to_pylist()) == {"cpu"}
+    assert rec.samples["gemm"].num_rows == 7 * 3 * 3
+    [fail] = rec.failures
+    assert fail.case_key == "gemm:gemm_dtype=float32,m=8,n=256,k=256"
+    assert fail.exception_type == "CanaryFailure" and "canary" in fail.message
+    assert not (tmp_path / "run" / CHECKPOINT).exists()
+    assert rec.meta["device"]["kind"] == "cpu"
+    assert rec.meta["versions"]["torch"]
+
+
+def test_unsupported_dtype_is_an_observed_failure(tmp_path: Path) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        "op: gemm\nsets:\n  default:\n    - grid: {gemm_dtype: [fp8_block, bfloat16], m: [4], n: [64], k: [64]}\n"
+    )
+    run_collection(CollectConfig(out=tmp_path / "run", case_file=cases, protocol=FAST, quiet=True))
+    rec = read_record(tmp_path / "run")
+    assert [f.classification for f in rec.failures] == ["unsupported"]
+    assert rec.perf["gemm"].num_rows == 1
+
+
+def test_refuses_to_overwrite_a_record(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "x").write_text("x")
+    with pytest.raises(UserError, match="not empty"):
+        run_collection(
+            CollectConfig(out=tmp_path / "run", case_set="smoke", protocol=FAST, quiet=True)
+        )
+
+
+def test_sigterm_leaves_a_partial_record_that_resume_completes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "bot.cli", "collect", "--out", str(out), "--smoke",
+        "--runs", "40", "--samples", "5", "--target-sample-ms", "2", "--idle-ratio", "0", "--quiet",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    checkpoint = out / CHECKPOINT
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if checkpoint.exists() and checkpoint.stat().st_size > 2000:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    rec = read_record(out)
+    assert rec.status == "partial"
+    done = rec.meta["counts"]["attempted"]
+    assert done > 0
+    assert checkpoint.exists()
+    # Resume with the same options finishes the plan without repeating finished runs.
+    subprocess.run([*cmd, "--resume"], check=True, capture_output=True, timeout=300)
+    rec = read_record(out)
+    assert rec.status == "complete"
+    assert rec.meta["counts"]["ok"] == rec.meta["counts"]["planned"] == 16
+    runs = rec.samples["gemm"].group_by(["case_key", "run"]).aggregate([]).num_rows
+    assert runs == 16 * 40
+    assert len(json.loads((out / "run.json").read_text())["resumed_at"]) == 1
+    assert os.path.exists(out / "gemm_perf.parquet")

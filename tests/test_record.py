@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from collector.errors import RunRecordError
+from collector.record import CHECKPOINT, Checkpoint, CheckpointState, read_record
+from tests.factories import failure, gemm_case, simulated_runs, write_record
+
+
+def _record(tmp_path: Path, rng: np.random.Generator) -> Path:
+    cases = [gemm_case(m) for m in (1, 16, 256)]
+    return write_record(
+        tmp_path / "run",
+        cases,
+        lambda c: None if c.params["m"] == 256 else simulated_runs(rng, 0.1 * c.params["m"]),
+        failures=[failure(cases[2], "CUDA error: an illegal memory access", cls="cuda_fatal")],
+    )
+
+
+def test_round_trip_keeps_rows_samples_failures_and_counts(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    rec = read_record(_record(tmp_path, rng))
+    perf = rec.perf["gemm"]
+    assert perf.num_rows == 2
+    assert set(perf.column("case_key").to_pylist()) == {gemm_case(1).key, gemm_case(16).key}
+    assert rec.samples["gemm"].num_rows == 2 * 6 * 8
+    assert [f.classification for f in rec.failures] == ["cuda_fatal"]
+    counts = rec.meta["counts"]
+    assert counts["planned"] == 3 and counts["ok"] == 2 and counts["failed"] == 1
+    assert rec.anomalies == []
+    row = perf.to_pylist()[0]
+    # Latency is the median of per-run medians of the stored samples.
+    samples = rec.samples["gemm"].to_pylist()
+    mine = [s for s in samples if s["case_key"] == row["case_key"]]
+    medians = [np.median([s["ms"] for s in mine if s["run"] == r]) for r in range(6)]
+    assert row["latency"] == pytest.approx(float(np.median(medians)))
+    assert row["p10"] <= row["latency"] <= row["p90"]
+    assert row["tflops"] == pytest.approx(row["flops"] / (row["latency"] / 1e3) / 1e12)
+
+
+def test_checksum_mismatch_is_a_one_line_error_naming_the_file(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    path = _record(tmp_path, rng)
+    failures = path / "failures.json"
+    failures.write_text(failures.read_text().replace("illegal", "legal"))
+    with pytest.raises(RunRecordError, match=r"failures\.json: checksum mismatch"):
+        read_record(path)
+
+
+def test_missing_file_unknown_schema_and_missing_dir(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    path = _record(tmp_path, rng)
+    (path / "gemm_samples.parquet").unlink()
+    with pytest.raises(
+        RunRecordError, match=r"gemm_samples\.parquet: listed in run\.json but missing"
+    ):
+        read_record(path)
+    meta = json.loads((path / "run.json").read_text())
+    meta["schema_version"] = 99
+    (path / "run.json").write_text(json.dumps(meta))
+    with pytest.raises(RunRecordError, match="unknown schema_version 99"):
+        read_record(path)
+    with pytest.raises(RunRecordError, match="not found"):
+        read_record(tmp_path / "nope")
+    (path / "run.json").write_text("{")
+    with pytest.raises(RunRecordError, match="not valid JSON"):
+        read_record(path)
+
+
+def test_duplicate_and_invalid_rows_become_anomalies_not_crashes(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    import pyarrow as pa
+
+    from collector.record import sha256_file
+
+    path = _record(tmp_path, rng)
+    perf_path = path / "gemm_perf.parquet"
+    table = pq.read_table(perf_path)
+    bad = table.slice(0, 1).set_column(
+        table.schema.get_field_index("latency"), "latency", pa.array([float("nan")])
+    )
+    bad = bad.set_column(table.schema.get_field_index("case_key"), "case_key", pa.array(["gemm:x"]))
+    pq.write_table(pa.concat_tables([table, table.slice(1, 1), bad]), perf_path)
+    meta = json.loads((path / "run.json").read_text())
+    meta["files"]["gemm_perf.parquet"] = sha256_file(perf_path)
+    (path / "run.json").write_text(json.dumps(meta))
+    (path / "stray.txt").write_text("x")
+    rec = read_record(path)
+    kinds = sorted(a.kind for a in rec.anomalies)
+    assert kinds == ["duplicate_case", "extra_file", "invalid_latency"]
+    assert rec.perf["gemm"].num_rows == 2
+
+
+def test_checkpoint_skips_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / CHECKPOINT
+    cp = Checkpoint(path)
+    cp.append(
+        "run",
+        {
+            "case_key": "gemm:a",
+            "run": 0,
+            "ms": [1.0],
+            "sm_mhz": [None],
+            "power_w": [None],
+            "throttled": [False],
+            "inner": 1,
+            "timing_mode": "cpu",
+            "kernel_source": "k",
+            "copies": 1,
+        },
+    )
+    cp.close()
+    with path.open("a") as fh:
+        fh.write('{"kind": "run", "case_ke')
+    state = CheckpointState.load(path)
+    assert list(state.runs) == ["gemm:a"]
+
+
+def test_partial_status_is_kept(tmp_path: Path, rng: np.random.Generator) -> None:
+    path = write_record(
+        tmp_path / "p", [gemm_case(1)], lambda c: simulated_runs(rng, 1.0), status="partial"
+    )
+    assert read_record(path).status == "partial"

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bot.compare import stats
+from tests.factories import simulated_runs
+
+
+def _arrays(runs: list[list[float]]) -> list[np.ndarray]:
+    return [np.asarray(r) for r in runs]
+
+
+def test_interval_covers_a_known_shift(rng: np.random.Generator) -> None:
+    settings = stats.Settings()
+    base = _arrays(simulated_runs(rng, 1.0))
+    cand = _arrays(simulated_runs(rng, 1.05))
+    lo, hi = stats.ratio_interval(base, cand, settings, rng)
+    assert lo < 1.05 < hi
+    assert hi - lo < 0.03
+
+
+def test_test_on_run_medians_separates_shift_from_noise(rng: np.random.Generator) -> None:
+    same = stats.run_test_pvalue(
+        stats.run_medians(_arrays(simulated_runs(rng, 1.0))),
+        stats.run_medians(_arrays(simulated_runs(rng, 1.0))),
+    )
+    moved = stats.run_test_pvalue(
+        stats.run_medians(_arrays(simulated_runs(rng, 1.0))),
+        stats.run_medians(_arrays(simulated_runs(rng, 1.03))),
+    )
+    assert moved < 1e-4
+    assert same > moved
+    assert np.isnan(stats.run_test_pvalue(np.array([1.0]), np.array([1.0, 1.1])))
+
+
+@pytest.mark.parametrize(
+    ("ratio", "lo", "hi", "q", "expected"),
+    [
+        (1.05, 1.04, 1.06, 0.001, stats.REGRESSED),
+        (0.95, 0.94, 0.96, 0.001, stats.IMPROVED),
+        (1.001, 0.995, 1.007, 0.6, stats.SAME),
+        (1.008, 1.004, 1.012, 0.01, stats.SAME),  # real, but below the case's threshold
+        (
+            1.02,
+            1.005,
+            1.035,
+            0.01,
+            stats.REGRESSED,
+        ),  # interval straddles the threshold: point rules
+        (1.02, 0.99, 1.05, 0.01, stats.INCONCLUSIVE),  # interval includes no change
+        (1.05, 0.90, 1.20, 0.4, stats.INCONCLUSIVE),  # too noisy to say
+        (1.005, 0.95, 1.06, 0.7, stats.INCONCLUSIVE),  # centred, but the interval is wide
+    ],
+)
+def test_verdict_rules(ratio: float, lo: float, hi: float, q: float, expected: str) -> None:
+    assert stats.verdict(ratio, lo, hi, q, threshold=0.01, alpha=0.05) == expected
+
+
+def test_threshold_grows_with_noise() -> None:
+    s = stats.Settings(min_effect=0.01, noise_mult=2.0)
+    assert stats.threshold_for(0.001, s) == 0.01
+    assert stats.threshold_for(0.02, s) == pytest.approx(0.04)
+
+
+def test_bh_keeps_nan_and_is_monotone() -> None:
+    q = stats.bh_qvalues(np.array([0.001, np.nan, 0.04, 0.5]))
+    assert np.isnan(q[1])
+    assert q[0] <= q[2] <= q[3]
+
+
+def test_size_only_rule() -> None:
+    s = stats.Settings(size_only_threshold=0.05)
+    assert stats.size_only_verdict(1.06, s) == stats.REGRESSED
+    assert stats.size_only_verdict(1.04, s) == stats.SAME
+    assert stats.size_only_verdict(0.9, s) == stats.IMPROVED
