@@ -53,7 +53,7 @@ class Case:
             value = params[name]
             if typ is int and (isinstance(value, bool) or not isinstance(value, int)):
                 raise UserError(f"{source}: field {name!r} must be an integer, got {value!r}")
-            if typ is int and value <= 0:
+            if typ is int and (value < 0 or (value == 0 and name not in spec.zero_ok)):
                 raise UserError(f"{source}: field {name!r} must be positive, got {value!r}")
             if typ is str and not isinstance(value, str):
                 raise UserError(f"{source}: field {name!r} must be a string, got {value!r}")

@@ -70,7 +70,7 @@ def test_refuses_to_overwrite_a_record(tmp_path: Path) -> None:
 def test_sigterm_leaves_a_partial_record_that_resume_completes(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "bot.cli", "collect", "--out", str(out), "--smoke",
+        sys.executable, "-m", "bot", "collect", "--out", str(out), "--smoke",
         "--runs", "40", "--samples", "5", "--target-sample-ms", "2", "--idle-ratio", "0", "--quiet",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

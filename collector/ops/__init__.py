@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collector.errors import UserError
+from collector.ops.attention import CONTEXT_ATTENTION, GENERATION_ATTENTION
 from collector.ops.base import OpSpec
 from collector.ops.gemm import GEMM
 
-OPS: dict[str, OpSpec] = {spec.name: spec for spec in (GEMM,)}
+OPS: dict[str, OpSpec] = {
+    spec.name: spec for spec in (GEMM, CONTEXT_ATTENTION, GENERATION_ATTENTION)
+}
 
 
 def get_op(name: str) -> OpSpec:

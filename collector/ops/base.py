@@ -23,6 +23,8 @@ class OpSpec:
     dtype_field: str
     flops: Callable[[Params], float]
     bytes_moved: Callable[[Params], float]
+    # Integer fields that may be zero (all others must be positive).
+    zero_ok: frozenset[str] = frozenset()
 
     @property
     def field_names(self) -> tuple[str, ...]:

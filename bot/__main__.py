@@ -1,0 +1,5 @@
+"""`python -m bot` is `collectbot`."""
+
+from bot.cli import app
+
+app()

@@ -1,0 +1,32 @@
+"""`collectbot demo`: the embedded default on CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bot.cli import app
+from bot.errors import one_line_errors
+from collector.errors import UserError
+
+
+@app.command()
+@one_line_errors
+def demo(
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory for both runs, the comparison and the comment.")
+    ] = Path("demo-out"),
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Collect a baseline and a canary candidate on CPU, compare and render.
+
+    Prints the path of the rendered comment.
+    """
+    from bot.demo import run_demo
+
+    if out.exists() and any(out.iterdir()):
+        raise UserError(f"{out}: not empty (choose a new --out or remove it)")
+    result = run_demo(out, quiet=quiet)
+    typer.echo(str(result.comment))
