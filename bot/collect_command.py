@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collector.canary import FAULT_KINDS
 from collector.engine import CollectConfig
 from collector.timing import Protocol
 
@@ -19,6 +20,10 @@ def collect_command(cfg: CollectConfig, out: str | None = None) -> list[str]:
         cmd += ["--case-filter", cfg.case_filter.text]
     if cfg.limit is not None:
         cmd += ["--limit", str(cfg.limit)]
+    if cfg.shard is not None:
+        cmd += ["--shard", f"{cfg.shard[0]}/{cfg.shard[1]}"]
+    if cfg.rules_file is not None:
+        cmd += ["--rules", str(cfg.rules_file)]
     p = cfg.protocol
     for flag, value, default in (
         ("--runs", p.runs, _DEFAULT.runs),
@@ -26,6 +31,9 @@ def collect_command(cfg: CollectConfig, out: str | None = None) -> list[str]:
         ("--warmup", p.warmup, _DEFAULT.warmup),
         ("--target-sample-ms", p.target_sample_ms, _DEFAULT.target_sample_ms),
         ("--idle-ratio", p.idle_ratio, _DEFAULT.idle_ratio),
+        ("--target-ci", p.target_ci, _DEFAULT.target_ci),
+        ("--min-runs", p.min_runs, _DEFAULT.min_runs),
+        ("--max-redos", p.max_redos, _DEFAULT.max_redos),
     ):
         if value != default:
             cmd += [flag, str(value)]
@@ -39,7 +47,11 @@ def collect_command(cfg: CollectConfig, out: str | None = None) -> list[str]:
                 "--canary-factor",
                 str(cfg.canary.factor),
             ]
-        if cfg.canary.fail is not None:
-            cmd += ["--canary-fail", cfg.canary.fail.text]
+        for kind in FAULT_KINDS:
+            selector = getattr(cfg.canary, kind)
+            if selector is not None:
+                cmd += [f"--canary-{kind.replace('_', '-')}", selector.text]
+    if cfg.workers is not None:
+        cmd += ["--workers", str(cfg.workers)]
     cmd += ["--out", out or str(cfg.out)]
     return cmd

@@ -25,13 +25,15 @@ class RunResult:
     timing_mode: str
     kernel_source: str
     copies: int
+    # Times this run was redone because the GPU throttled while it was measured.
+    redos: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunResult:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 def robust_cv(values: np.ndarray) -> float:
@@ -60,6 +62,7 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
         "timing_mode": ",".join(sorted({r.timing_mode for r in runs})),
         "sm_mhz_mean": float(np.mean(clocks)) if clocks else None,
         "throttled": any(t for r in runs for t in r.throttled),
+        "redos": int(sum(r.redos for r in runs)),
         "kernel_source": kernels[0] if len(kernels) == 1 else "|".join(kernels),
     }
 

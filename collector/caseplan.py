@@ -238,3 +238,27 @@ def build_plan(
     if limit is not None:
         unique = unique[:limit]
     return Plan(cases=tuple(unique), source=source, case_set=case_set, ops=tuple(ops))
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`i/n` with 1 <= i <= n: this process takes shard i of n."""
+    left, sep, right = text.partition("/")
+    try:
+        index, count = int(left), int(right)
+    except ValueError:
+        index = count = 0
+    if not sep or count < 1 or not 1 <= index <= count:
+        raise UserError(f"--shard: {text!r} must be i/n with 1 <= i <= n, e.g. 1/4")
+    return index, count
+
+
+def shard_of(key: str, count: int) -> int:
+    """1-based shard of a case key: deterministic across machines, runs and Python versions."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) % count + 1
+
+
+def take_shard(cases: Sequence[Case], shard: tuple[int, int] | None) -> list[Case]:
+    if shard is None:
+        return list(cases)
+    index, count = shard
+    return [c for c in cases if shard_of(c.key, count) == index]

@@ -1,12 +1,15 @@
-"""The collection loop: plan, measure in rounds, checkpoint, finalize.
+"""The collection loop: plan, measure in rounds on a worker pool, checkpoint, finalize.
 
 Runs are taken in rounds: round r measures run r of every case still in play, so one case's
-runs are spread over the whole collection and slow drifts (clock, heat, neighbours) spread
-over all cases instead of biasing a few. A case that fails is recorded once and leaves play.
+runs spread over the whole collection and slow drifts (clock, heat, neighbours) spread over
+all cases instead of biasing a few. A case that fails is recorded once and leaves play; with
+adaptive stopping, a case whose interval is tight enough leaves play early.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import signal
 import time
 import uuid
@@ -18,29 +21,34 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
 from collector.aggregate import RunResult
-from collector.backends import Backend, get_backend
 from collector.canary import Canary
-from collector.caseplan import Case, CaseSelector, Plan, build_plan
-from collector.device import ClockReader, fingerprint
+from collector.caseplan import Case, CaseSelector, Plan, build_plan, take_shard
 from collector.errors import UserError
-from collector.failures import FailureRecord, poisons_context, record_from_exception
+from collector.failures import FailureRecord, group_key, now_iso
+from collector.pool import BackendStartupError, Task, WorkerPool
 from collector.provenance import collector_hash, git_sha, library_versions
 from collector.record import CHECKPOINT, RUN_JSON, Checkpoint, CheckpointState, finalize
-from collector.timing import Protocol, measure_cpu, measure_cuda
+from collector.rules import RuleOutcome, apply_rules, load_rules
+from collector.timing import Protocol
+from collector.worker import WorkerSpec
 
 # Re-finalize the partial record at most this often, so a killed run still reads as partial.
 PARTIAL_EVERY_S = 30.0
+# Two-sided 95% t quantiles by degrees of freedom, for adaptive stopping on few runs.
+_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
 
 
 class Interrupted(Exception):
@@ -57,6 +65,8 @@ class CollectConfig:
     case_set: str = "default"
     case_filter: CaseSelector | None = None
     limit: int | None = None
+    shard: tuple[int, int] | None = None
+    rules_file: Path | None = None
     protocol: Protocol = field(default_factory=Protocol)
     canary: Canary | None = None
     resume: bool = False
@@ -64,19 +74,32 @@ class CollectConfig:
     image_ref: str | None = None
     image_digest: str | None = None
     quiet: bool = False
+    # None: one worker per visible GPU (one for the CPU); 0: measure in this process.
+    workers: int | None = None
+    case_timeout_s: float = 600.0
+    backend_options: dict[str, Any] = field(default_factory=dict)
 
-    def plan(self) -> Plan:
-        return build_plan(
+    def base_plan(self) -> Plan:
+        """The plan before device rules: case files, filter and shard (limit comes last)."""
+        plan = build_plan(
             self.ops,
             case_file=self.case_file,
             case_set=self.case_set,
             case_filter=self.case_filter,
-            limit=self.limit,
         )
+        return Plan(tuple(take_shard(plan.cases, self.shard)), plan.source, plan.case_set, plan.ops)
+
+
+def resolve_plan(cfg: CollectConfig, sm: str | None) -> tuple[Plan, RuleOutcome]:
+    base = cfg.base_plan()
+    outcome = apply_rules(list(base.cases), load_rules(cfg.rules_file), cfg.backend, sm)
+    kept = outcome.kept[: cfg.limit] if cfg.limit is not None else outcome.kept
+    outcome.unverified = {k: v for k, v in outcome.unverified.items() if k in {c.key for c in kept}}
+    return Plan(tuple(kept), base.source, base.case_set, base.ops), outcome
 
 
 @contextmanager
-def _stop_on_signals() -> Iterator[None]:
+def stop_on_signals() -> Iterator[None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         raise Interrupted(signal.Signals(signum).name)
 
@@ -88,42 +111,68 @@ def _stop_on_signals() -> Iterator[None]:
             signal.signal(s, h)
 
 
-def _check_device(device: str) -> None:
+def visible_devices(device: str, workers: int | None) -> list[str]:
     if device == "cpu":
-        return
+        return ["cpu"] * max(1, workers or 1)
     if not device.startswith("cuda"):
-        raise UserError(f"--device: unknown device {device!r} (use cpu or cuda[:N])")
+        raise UserError(f"--device: unknown device {device!r} (use cpu, cuda or cuda:N)")
     import torch
 
-    if not torch.cuda.is_available():
+    count = torch.cuda.device_count()
+    if count == 0:
         raise UserError(f"--device {device}: no CUDA device is visible to torch")
+    _, _, idx = device.partition(":")
+    if idx:
+        if not idx.isdigit() or int(idx) >= count:
+            raise UserError(f"--device {device}: only {count} CUDA devices are visible")
+        return [device]
+    chosen = [f"cuda:{i}" for i in range(count)]
+    return chosen[:workers] if workers else chosen
+
+
+def relative_halfwidth(run_ms: list[list[float]]) -> float:
+    """Relative half-width of a 95% t-interval on the mean log per-run median."""
+    medians = np.log([float(np.median(r)) for r in run_ms])
+    n = medians.size
+    if n < 2:
+        return math.inf
+    t = _T95.get(n - 1, 1.96 + 2.4 / (n - 1))
+    return float(t * np.std(medians, ddof=1) / math.sqrt(n))
 
 
 class Collection:
-    """One run record being written. `run_round` can be driven from outside (A/B campaigns)."""
+    """One run record being written. `run_round` can be driven from outside (A/B schedules)."""
 
-    def __init__(self, cfg: CollectConfig, plan: Plan | None = None) -> None:
+    def __init__(self, cfg: CollectConfig) -> None:
         self.cfg = cfg
-        self.plan = plan if plan is not None else cfg.plan()
-        if not self.plan.cases:
-            raise UserError("the plan selects no cases (check --ops, --cases and --case-filter)")
-        _check_device(cfg.device)
-        self.backend: Backend = get_backend(cfg.backend)
-        unsupported = sorted(set(cfg.ops) - self.backend.supported_ops())
-        if unsupported:
-            raise UserError(f"backend {cfg.backend!r} does not implement op {unsupported[0]!r}")
+        cfg.base_plan()  # validate options before starting any process
         self.out = cfg.out
         self._prepare_out_dir()
-        self.device_info = fingerprint(cfg.device)
-        self.clocks = ClockReader(cfg.device, _device_index(cfg.device))
+        self.devices = visible_devices(cfg.device, cfg.workers)
+        self.pool: WorkerPool | None = None
+        self.ctx: Any = None
+        self.startup_failure: BackendStartupError | None = None
+        self.device_info = self._start_measuring()
+        sm = self.device_info.get("sm") if cfg.device != "cpu" else None
+        self.plan, self.rules = resolve_plan(cfg, sm)
+        if not self.plan.cases:
+            self.close()
+            raise UserError(
+                "the plan selects no cases (check --ops, --cases, --case-filter, --shard)"
+            )
         self.state = (
             CheckpointState.load(self.out / CHECKPOINT) if cfg.resume else CheckpointState()
         )
+        self.converged: set[str] = set()
+        self._update_converged()
         self.checkpoint = Checkpoint(self.out / CHECKPOINT)
         self.meta = self._meta()
         self._last_partial = 0.0
+        if self.startup_failure is not None:
+            self._record_startup_failure(self.startup_failure)
         self._write_partial(force=True)
 
+    # --- set-up -------------------------------------------------------------------------
     def _prepare_out_dir(self) -> None:
         if self.out.exists() and not self.out.is_dir():
             raise UserError(f"{self.out}: exists and is not a directory")
@@ -133,31 +182,96 @@ class Collection:
             raise UserError(f"{self.out}: nothing to resume (no {CHECKPOINT})")
         self.out.mkdir(parents=True, exist_ok=True)
 
+    def _spec(self, i: int, device: str) -> WorkerSpec:
+        return WorkerSpec(
+            backend=self.cfg.backend,
+            device=device,
+            protocol=self.cfg.protocol,
+            name=f"w{i}",
+            canary=self.cfg.canary.to_json() if self.cfg.canary else None,
+            backend_options=self.cfg.backend_options,
+        )
+
+    def _start_measuring(self) -> dict[str, Any]:
+        """Start the workers (or the in-process context) and return the device fingerprint."""
+        try:
+            if self.cfg.workers == 0:
+                return self._start_in_process()
+            self.pool = WorkerPool(
+                [self._spec(i, d) for i, d in enumerate(self.devices)], self.cfg.case_timeout_s
+            )
+            infos = self.pool.wait_ready()
+        except BackendStartupError as exc:
+            # The backend cannot run here: every planned case is recorded as failing with
+            # that classification, and the run is marked failed (no silent success).
+            self.startup_failure = exc
+            self.close()
+            from collector.device import fingerprint
+
+            return fingerprint(self.devices[0]) if self.devices[0] == "cpu" else {"name": "unknown"}
+        info = dict(infos[0])
+        if len(infos) > 1:
+            info["devices"] = infos
+        return info
+
+    def _start_in_process(self) -> dict[str, Any]:
+        from collector.backends import get_backend
+        from collector.device import ClockReader, fingerprint
+        from collector.measure import MeasureContext
+
+        device = self.devices[0]
+        info = fingerprint(device)
+        try:
+            backend = get_backend(self.cfg.backend, **self.cfg.backend_options)
+        except ImportError as exc:
+            from collector.failures import classify_exception
+
+            raise BackendStartupError(
+                f"backend {self.cfg.backend!r} could not start: {exc}",
+                classify_exception(exc),
+                {"exception_type": type(exc).__name__, "message": str(exc), "traceback": ""},
+            ) from None
+        self.ctx = MeasureContext(
+            backend=backend,
+            device=device,
+            protocol=self.cfg.protocol,
+            l2_bytes=int(info.get("l2_bytes") or 0),
+            clocks=ClockReader(device),
+            canary=self.cfg.canary,
+        )
+        info["framework_version"] = backend.framework_version()
+        return info
+
     def _meta(self) -> dict[str, Any]:
         previous: dict[str, Any] = {}
         if self.cfg.resume and (self.out / RUN_JSON).exists():
-            import json
-
             previous = json.loads((self.out / RUN_JSON).read_text())
             if previous.get("plan_hash") not in (None, self.plan.hash):
                 raise UserError(
                     f"{self.out / RUN_JSON}: plan hash {previous.get('plan_hash')} differs from "
                     f"this plan's {self.plan.hash}; resume with the same options"
                 )
+        device = {k: v for k, v in self.device_info.items() if k != "framework_version"}
         return {
             "run_id": previous.get("run_id") or uuid.uuid4().hex[:12],
-            "backend": self.backend.name,
-            "framework": self.backend.framework,
-            "framework_version": self.backend.framework_version(),
+            "backend": self.cfg.backend,
+            "framework": _framework_name(self.cfg.backend),
+            "framework_version": self.device_info.get("framework_version", "unknown"),
             "ops": list(self.cfg.ops),
             "plan_hash": self.plan.hash,
             "plan_source": self.plan.source,
             "case_set": self.plan.case_set,
             "case_filter": self.cfg.case_filter.text if self.cfg.case_filter else None,
+            "shard": list(self.cfg.shard) if self.cfg.shard else None,
+            "rules": {
+                **self.rules.summary(),
+                "unverified_keys": sorted(self.rules.unverified),
+            },
             "collector_hash": collector_hash(),
             "image": {"ref": self.cfg.image_ref, "digest": self.cfg.image_digest},
             "git_sha": git_sha(),
-            "device": self.device_info,
+            "device": device,
+            "workers": len(self.devices) if self.cfg.workers != 0 else 0,
             "versions": library_versions(),
             "command": self.cfg.command,
             "protocol": self.cfg.protocol.to_json(),
@@ -165,61 +279,75 @@ class Collection:
             "started_at": previous.get("started_at") or _now(),
             "resumed_at": [*previous.get("resumed_at", []), _now()] if self.cfg.resume else [],
             "finished_at": None,
+            "error": None,
         }
 
+    def _record_startup_failure(self, exc: BackendStartupError) -> None:
+        detail = exc.detail
+        self.meta["error"] = str(exc)
+        for case in self.plan.cases:
+            if case.key in self.state.failed_keys:
+                continue
+            record = FailureRecord(
+                task_id=f"{case.key}#startup",
+                case_key=case.key,
+                op=case.op,
+                params=case.params,
+                dtype=case.dtype,
+                classification=exc.classification,
+                group_key=group_key(
+                    case.op,
+                    exc.classification,
+                    str(detail.get("exception_type")),
+                    str(detail.get("message")),
+                    case.dtype,
+                ),
+                exception_type=str(detail.get("exception_type")),
+                message=str(detail.get("message")),
+                traceback=str(detail.get("traceback") or ""),
+                exit_code=None,
+                signal=None,
+                worker="startup",
+                device=self.devices[0],
+                run_index=0,
+                timestamp=now_iso(),
+            )
+            self.record(record)
+
+    # --- progress and accounting --------------------------------------------------------
     @property
     def total_tasks(self) -> int:
         return len(self.plan.cases) * self.cfg.protocol.runs
 
     def done_tasks(self) -> int:
+        runs = self.cfg.protocol.runs
         failed = self.state.failed_keys
-        done = sum(len(runs) for key, runs in self.state.runs.items() if key not in failed)
-        return done + len(failed) * self.cfg.protocol.runs
+        done = 0
+        for case in self.plan.cases:
+            if case.key in failed or case.key in self.converged:
+                done += runs
+            else:
+                done += len(self.state.runs.get(case.key, []))
+        return done
 
     def pending(self, run: int) -> list[Case]:
         failed = self.state.failed_keys
         have = {key for key, runs in self.state.runs.items() if any(r.run == run for r in runs)}
-        return [c for c in self.plan.cases if c.key not in failed and c.key not in have]
+        return [
+            c
+            for c in self.plan.cases
+            if c.key not in failed and c.key not in have and c.key not in self.converged
+        ]
 
-    def measure(self, case: Case, run: int) -> RunResult | FailureRecord:
-        """One run of one case; an exception becomes a failure record, never a crash."""
-        try:
-            if self.cfg.canary is not None:
-                self.cfg.canary.check_fail(case)
-            l2 = int(self.device_info.get("l2_bytes") or 0)
-            prepared = self.backend.prepare(case, self.cfg.device, l2)
-            slowdown = self.cfg.canary.slowdown_for(case) if self.cfg.canary else None
-            if self.cfg.device == "cpu":
-                samples = measure_cpu(prepared, self.cfg.protocol, slowdown)
-            else:
-                samples = measure_cuda(prepared, self.cfg.protocol, self.clocks, slowdown)
-            return RunResult(
-                case_key=case.key,
-                run=run,
-                ms=samples.ms,
-                sm_mhz=samples.sm_mhz,
-                power_w=samples.power_w,
-                throttled=samples.throttled,
-                inner=samples.inner,
-                timing_mode=samples.timing_mode,
-                kernel_source=prepared.kernel_source,
-                copies=prepared.copies,
-            )
-        except Interrupted:
-            raise
-        except Exception as exc:
-            return record_from_exception(
-                exc,
-                task_id=f"{case.key}#run{run}",
-                case_key=case.key,
-                op=case.op,
-                params=case.params,
-                dtype=case.dtype,
-                worker="main",
-                device=self.cfg.device,
-                run_index=run,
-            )
+    def _update_converged(self) -> None:
+        p = self.cfg.protocol
+        if p.target_ci <= 0:
+            return
+        for key, runs in self.state.runs.items():
+            if len(runs) >= p.min_runs and relative_halfwidth([r.ms for r in runs]) <= p.target_ci:
+                self.converged.add(key)
 
+    # --- measuring ----------------------------------------------------------------------
     def record(self, outcome: RunResult | FailureRecord) -> None:
         if isinstance(outcome, RunResult):
             self.state.runs.setdefault(outcome.case_key, []).append(outcome)
@@ -227,33 +355,75 @@ class Collection:
         else:
             self.state.failures.append(outcome)
             self.checkpoint.append("failure", outcome.to_json())
-            if poisons_context(outcome.classification) and self.cfg.device != "cpu":
-                # In-process collection cannot replace its CUDA context: stop, keep what we have.
-                raise Interrupted(f"CUDA context poisoned by {outcome.case_key}")
 
-    def run_round(self, run: int, progress: Progress | None = None, task: Any = None) -> None:
-        for case in self.pending(run):
-            outcome = self.measure(case, run)
+    def run_round(
+        self, run: int, progress: Progress | None = None, task: TaskID | None = None
+    ) -> None:
+        if self.startup_failure is not None:
+            return
+        cases = self.pending(run)
+
+        def on_outcome(outcome: RunResult | FailureRecord) -> None:
             self.record(outcome)
-            if progress is not None:
-                advance = 1 if isinstance(outcome, RunResult) else self.cfg.protocol.runs - run
-                progress.update(task, advance=advance, failures=len(self.state.failures))
+            if progress is not None and task is not None:
+                progress.update(
+                    task, completed=self.done_tasks(), failures=len(self.state.failures)
+                )
             self._write_partial()
+
+        if self.pool is None:
+            from collector.measure import measure_case
+
+            for case in cases:
+                on_outcome(measure_case(self.ctx, case, run))
+        else:
+            tasks = [
+                Task(
+                    task_id=f"{c.key}#run{run}",
+                    case_key=c.key,
+                    op=c.op,
+                    values=list(c.values),
+                    params=c.params,
+                    dtype=c.dtype,
+                    run=run,
+                )
+                for c in cases
+            ]
+
+            def on_message(msg: dict[str, Any]) -> None:
+                if "run" in msg:
+                    on_outcome(RunResult.from_json(msg["run"]))
+                else:
+                    on_outcome(FailureRecord.from_json(msg["failure"]))
+
+            self.pool.execute(tasks, on_message)
+        if run + 1 >= self.cfg.protocol.min_runs:
+            self._update_converged()
+            if progress is not None and task is not None:
+                progress.update(task, completed=self.done_tasks())
 
     def _write_partial(self, force: bool = False) -> None:
         if force or time.monotonic() - self._last_partial > PARTIAL_EVERY_S:
             finalize(self.out, self.meta, list(self.plan.cases), self.state, "partial")
             self._last_partial = time.monotonic()
 
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
     def finish(self, status: str) -> Path:
+        self.close()
         self.checkpoint.close()
+        if self.startup_failure is not None:
+            status = "failed"
         self.meta["finished_at"] = _now()
+        self.meta["converged_early"] = len(self.converged)
         return finalize(self.out, self.meta, list(self.plan.cases), self.state, status)
 
 
-def _device_index(device: str) -> int:
-    _, _, idx = device.partition(":")
-    return int(idx) if idx.isdigit() else 0
+def _framework_name(backend: str) -> str:
+    return {"vllm": "vllm", "flashinfer": "flashinfer"}.get(backend, "torch")
 
 
 def _now() -> str:
@@ -275,27 +445,40 @@ def progress_bar(console: Console) -> Progress:
 
 def run_collection(cfg: CollectConfig) -> Path:
     """Collect a whole run record; returns the path of its run.json."""
-    collection = Collection(cfg)
     console = Console(stderr=True, quiet=cfg.quiet)
     status = "partial"
-    with _stop_on_signals(), progress_bar(console) as progress:
-        task = progress.add_task(
-            f"{cfg.backend} {','.join(cfg.ops)} on {cfg.device}",
-            total=collection.total_tasks,
-            completed=collection.done_tasks(),
-            failures=len(collection.state.failures),
-        )
+    with stop_on_signals():
+        collection = Collection(cfg)
         try:
-            for run in range(cfg.protocol.runs):
-                collection.run_round(run, progress, task)
-            status = "complete"
+            with progress_bar(console) as progress:
+                task = progress.add_task(
+                    f"{cfg.backend} {','.join(cfg.ops)} on {cfg.device}",
+                    total=collection.total_tasks,
+                    completed=collection.done_tasks(),
+                    failures=len(collection.state.failures),
+                )
+                for run in range(cfg.protocol.runs):
+                    collection.run_round(run, progress, task)
+                status = "complete"
         except Interrupted as why:
             console.print(f"stopped ({why}); the record is marked partial")
         finally:
             path = collection.finish(status)
-    ok = len([k for k in collection.state.runs if k not in collection.state.failed_keys])
-    console.print(
-        f"{status}: {ok} cases with rows, {len(collection.state.failures)} failed, "
-        f"of {len(collection.plan.cases)} planned -> {path.parent}"
-    )
+    summarise(console, collection, path)
     return path
+
+
+def summarise(console: Console, collection: Collection, path: Path) -> None:
+    state = collection.state
+    failed = state.failed_keys
+    ok = len([k for k in state.runs if k not in failed])
+    by_class: dict[str, int] = {}
+    for f in state.failures:
+        by_class[f.classification] = by_class.get(f.classification, 0) + 1
+    status = json.loads(path.read_text())["status"]
+    console.print(
+        f"{status}: {ok} cases with rows, {len(failed)} failed "
+        f"({', '.join(f'{k}: {v}' for k, v in sorted(by_class.items())) or 'none'}), "
+        f"{len(collection.converged)} stopped early, of {len(collection.plan.cases)} planned "
+        f"-> {path.parent}"
+    )

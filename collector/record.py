@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from collector.caseplan import Case
 from collector.errors import RunRecordError
 from collector.failures import FailureRecord
 from collector.ops import get_op
+from collector.peaks import roofline_pct
 
 SCHEMA_VERSION = 1
 RUN_JSON = "run.json"
@@ -47,10 +48,14 @@ PERF_STAT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("timing_mode", pa.string()),
     ("sm_mhz_mean", pa.float64()),
     ("throttled", pa.bool_()),
+    ("redos", pa.int32()),
     ("flops", pa.float64()),
     ("bytes", pa.float64()),
     ("tflops", pa.float64()),
     ("gbps", pa.float64()),
+    ("roofline_pct", pa.float64()),
+    ("roofline_pct_at_clock", pa.float64()),
+    ("unverified", pa.bool_()),
 )
 IDENTITY_COLUMNS = ("framework", "version", "device", "op_name", "kernel_source")
 SAMPLE_SCHEMA = pa.schema(
@@ -156,6 +161,7 @@ def build_tables(
     cases: Iterable[Case],
     runs: dict[str, list[RunResult]],
     identity: dict[str, str],
+    unverified: Collection[str] = (),
 ) -> dict[str, tuple[pa.Table, pa.Table]]:
     """Per op, the perf table (one row per case with results) and the samples table."""
     by_op: dict[str, list[Case]] = {}
@@ -174,6 +180,14 @@ def build_tables(
             params = case.params
             flops, nbytes = spec.flops(params), spec.bytes_moved(params)
             seconds = stats["latency"] / 1e3
+            pct, pct_clock = roofline_pct(
+                identity["device"],
+                spec.compute_dtype_of(params),
+                flops,
+                nbytes,
+                stats["latency"],
+                stats["sm_mhz_mean"],
+            )
             row = {
                 "framework": identity["framework"],
                 "version": identity["version"],
@@ -187,6 +201,9 @@ def build_tables(
                 "bytes": nbytes,
                 "tflops": flops / seconds / 1e12 if seconds > 0 else None,
                 "gbps": nbytes / seconds / 1e9 if seconds > 0 else None,
+                "roofline_pct": pct,
+                "roofline_pct_at_clock": pct_clock,
+                "unverified": case.key in unverified,
             }
             perf_rows.append(row)
             for r in case_runs:
@@ -232,7 +249,8 @@ def finalize(
     # A case that failed in any run is a failure, not a row built from its earlier runs.
     failed_keys = state.failed_keys
     ok_runs = {k: v for k, v in state.runs.items() if k not in failed_keys}
-    for op, (perf, samples) in build_tables(cases, ok_runs, identity).items():
+    unverified = set((meta.get("rules") or {}).get("unverified_keys", []))
+    for op, (perf, samples) in build_tables(cases, ok_runs, identity, unverified).items():
         for name, table in ((perf_file(op), perf), (samples_file(op), samples)):
             _write_parquet(out_dir / name, table)
             files[name] = sha256_file(out_dir / name)

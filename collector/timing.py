@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -27,6 +28,19 @@ class Protocol:
     # Idle time after each sample, as a multiple of the sample's duration.
     idle_ratio: float = 1.0
     use_graphs: bool = True
+    # A run that saw throttling is redone after a cool-down, at most this many times.
+    max_redos: int = 2
+    cooldown_s: float = 2.0
+    # Adaptive stopping: after `min_runs`, a case leaves play once the relative half-width
+    # of its 95% interval (over per-run medians) is at most `target_ci`. 0 disables it.
+    min_runs: int = 3
+    target_ci: float = 0.0
+    # CPU path: "process" times CPU time of this process (robust to other processes on a
+    # shared machine), "wall" times elapsed time. Both clocks are monotonic.
+    cpu_clock: str = "process"
+    # Intra-op threads on the CPU path (0: torch's default). One thread keeps CPU timings
+    # reproducible on small, shared machines.
+    cpu_threads: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,34 +71,42 @@ def choose_inner(pilot_ms: float, protocol: Protocol) -> int:
     return max(1, min(protocol.max_inner, math.ceil(protocol.target_sample_ms / pilot_ms)))
 
 
-def _spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+def _spin(clock: Callable[[], int], ns: int) -> None:
+    end = clock() + ns
+    while clock() < end:
         pass
 
 
 def measure_cpu(prepared: Prepared, protocol: Protocol, slowdown: Slowdown | None) -> RunSamples:
+    if protocol.cpu_threads > 0:
+        import torch
+
+        torch.set_num_threads(protocol.cpu_threads)
+    clock = time.process_time_ns if protocol.cpu_clock == "process" else time.perf_counter_ns
     call = prepared.call
     for i in range(protocol.warmup):
         call(i)
-    t0 = time.perf_counter()
-    call(protocol.warmup)
-    pilot_ms = (time.perf_counter() - t0) * 1e3
+    t0 = clock()
+    for i in range(3):
+        call(i)
+    pilot_ms = (clock() - t0) / 3e6
     inner = choose_inner(pilot_ms, protocol)
-    delay_s = (slowdown.factor - 1.0) * pilot_ms / 1e3 if slowdown else 0.0
+    delay_ns = int((slowdown.factor - 1.0) * pilot_ms * 1e6) if slowdown else 0
     samples: list[float] = []
     for _ in range(protocol.samples):
-        start = time.perf_counter_ns()
+        wall = time.perf_counter_ns()
+        start = clock()
         for i in range(inner):
             call(i)
-            if delay_s > 0:
-                _spin(delay_s)
-        elapsed = time.perf_counter_ns() - start
+            if delay_ns > 0:
+                _spin(clock, delay_ns)
+        elapsed = clock() - start
         samples.append(elapsed / 1e6 / inner)
         if protocol.idle_ratio > 0:
-            time.sleep(elapsed / 1e9 * protocol.idle_ratio)
+            time.sleep((time.perf_counter_ns() - wall) / 1e9 * protocol.idle_ratio)
     n = len(samples)
-    return RunSamples(samples, [None] * n, [None] * n, [False] * n, inner, "cpu")
+    mode = f"cpu-{protocol.cpu_clock}"
+    return RunSamples(samples, [None] * n, [None] * n, [False] * n, inner, mode)
 
 
 def measure_cuda(

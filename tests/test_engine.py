@@ -37,7 +37,7 @@ def test_cpu_collection_writes_a_valid_record_and_records_failures(tmp_path: Pat
     assert rec.meta["counts"]["planned"] == 8
     assert rec.meta["counts"]["ok"] == 7 and rec.meta["counts"]["failed"] == 1
     assert rec.perf["gemm"].num_rows == 7
-    assert set(rec.perf["gemm"].column("timing_mode").to_pylist()) == {"cpu"}
+    assert set(rec.perf["gemm"].column("timing_mode").to_pylist()) == {"cpu-process"}
     assert rec.samples["gemm"].num_rows == 7 * 3 * 3
     [fail] = rec.failures
     assert fail.case_key == "gemm:gemm_dtype=float32,m=8,n=256,k=256"

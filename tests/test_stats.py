@@ -74,3 +74,9 @@ def test_size_only_rule() -> None:
     assert stats.size_only_verdict(1.06, s) == stats.REGRESSED
     assert stats.size_only_verdict(1.04, s) == stats.SAME
     assert stats.size_only_verdict(0.9, s) == stats.IMPROVED
+
+
+def test_a_very_noisy_case_is_never_same() -> None:
+    # The case's noise made its threshold 40%; its interval is far too wide to call it same.
+    assert stats.verdict(1.05, 0.92, 1.78, 0.6, threshold=0.4, alpha=0.05) == stats.INCONCLUSIVE
+    assert stats.verdict(1.01, 0.97, 1.04, 0.6, threshold=0.4, alpha=0.05) == stats.SAME

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bot.cli import app
 from bot.errors import one_line_errors
+from collector.caseplan import CaseSelector
 from collector.errors import UserError
+
+if TYPE_CHECKING:
+    from collector.engine import CollectConfig
 
 
 def _ops(value: str) -> tuple[str, ...]:
@@ -23,17 +28,25 @@ def _ops(value: str) -> tuple[str, ...]:
     return ops
 
 
+def _selector(text: str | None, option: str) -> CaseSelector | None:
+    return CaseSelector.parse(text, option=option) if text else None
+
+
 @app.command()
 @one_line_errors
 def collect(
     out: Annotated[
-        Path, typer.Option("--out", help="Run record directory to write (new or empty).")
-    ],
+        Path | None,
+        typer.Option("--out", help="Run record directory to write (new or empty)."),
+    ] = None,
     backend: Annotated[
-        str, typer.Option(help="Backend that builds and dispatches the kernels.")
+        str, typer.Option(help="Backend that builds and dispatches the kernels (torch, ...).")
     ] = "torch",
-    ops: Annotated[str, typer.Option(help="Comma-separated ops to collect, e.g. gemm.")] = "gemm",
-    device: Annotated[str, typer.Option(help="cpu, or cuda / cuda:N.")] = "cpu",
+    ops: Annotated[
+        str,
+        typer.Option(help="Comma-separated ops: gemm, context_attention, generation_attention."),
+    ] = "gemm",
+    device: Annotated[str, typer.Option(help="cpu, cuda (every visible GPU) or cuda:N.")] = "cpu",
     cases: Annotated[
         Path | None, typer.Option("--cases", help="Case file (YAML); default: the built-in cases.")
     ] = None,
@@ -52,8 +65,22 @@ def collect(
     limit: Annotated[
         int | None, typer.Option(min=1, help="Keep only the first N cases of the plan.")
     ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="Take shard i of n (i/n, 1-based), deterministic by case key."),
+    ] = None,
+    rules: Annotated[
+        Path | None,
+        typer.Option(help="Rules file (floors, unverified, denylist); default: built-in."),
+    ] = None,
+    plan_only: Annotated[
+        bool, typer.Option(help="Print the plan (counts, skips, hash) as JSON and exit.")
+    ] = False,
     runs: Annotated[
-        int, typer.Option(min=1, help="Runs per case (the unit of the statistics).")
+        int,
+        typer.Option(
+            min=1, help="Runs per case, the unit of the statistics (the cap when adaptive)."
+        ),
     ] = 6,
     samples: Annotated[int, typer.Option(min=1, help="Timed samples per run.")] = 8,
     warmup: Annotated[int, typer.Option(min=0, help="Warm-up calls before timing.")] = 3,
@@ -66,6 +93,30 @@ def collect(
         typer.Option(min=0.0, help="Idle time after each sample, as a multiple of its duration."),
     ] = 1.0,
     graphs: Annotated[bool, typer.Option(help="Time CUDA ops inside CUDA graphs.")] = True,
+    target_ci: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Adaptive stopping: a case stops once its 95%% half-width is at most this "
+            "(0.005 = 0.5%%); 0 turns it off.",
+        ),
+    ] = 0.0,
+    min_runs: Annotated[
+        int, typer.Option(min=2, help="Adaptive stopping: runs every case gets first.")
+    ] = 3,
+    max_redos: Annotated[
+        int, typer.Option(min=0, help="Redo a run this many times at most when the GPU throttled.")
+    ] = 2,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Worker processes (default: one per visible GPU, one on CPU; 0: in-process).",
+        ),
+    ] = None,
+    case_timeout: Annotated[
+        float, typer.Option(min=1.0, help="Watchdog: seconds one run of one case may take.")
+    ] = 600.0,
     canary_slow: Annotated[
         str | None,
         typer.Option(help="Canary: slow the cases this selector matches (field=value,...)."),
@@ -73,6 +124,16 @@ def collect(
     canary_factor: Annotated[float, typer.Option(min=1.0, help="Canary: slowdown factor.")] = 1.5,
     canary_fail: Annotated[
         str | None, typer.Option(help="Canary: make the cases this selector matches raise.")
+    ] = None,
+    canary_cuda_fatal: Annotated[
+        str | None,
+        typer.Option(help="Canary: make these cases raise a CUDA-fatal error (worker replaced)."),
+    ] = None,
+    canary_hang: Annotated[
+        str | None, typer.Option(help="Canary: make these cases hang (the watchdog kills them).")
+    ] = None,
+    canary_crash: Annotated[
+        str | None, typer.Option(help="Canary: make these cases segfault their worker.")
     ] = None,
     resume: Annotated[
         bool, typer.Option(help="Continue a partial run from its checkpoint.")
@@ -84,31 +145,36 @@ def collect(
     The record holds run.json, <op>_perf.parquet, <op>_samples.parquet and failures.json.
     """
     from bot.collect_command import collect_command
+    from collector.backends import check_backend_name
     from collector.canary import Canary
-    from collector.caseplan import CaseSelector
+    from collector.caseplan import parse_shard
     from collector.engine import CollectConfig, run_collection
     from collector.timing import Protocol
 
+    check_backend_name(backend)
     if cases is not None and not cases.is_file():
         raise UserError(f"{cases}: case file not found")
     canary = None
-    if canary_slow or canary_fail:
+    if any((canary_slow, canary_fail, canary_cuda_fatal, canary_hang, canary_crash)):
         canary = Canary(
-            slow=CaseSelector.parse(canary_slow, option="--canary-slow") if canary_slow else None,
+            slow=_selector(canary_slow, "--canary-slow"),
             factor=canary_factor,
-            fail=CaseSelector.parse(canary_fail, option="--canary-fail") if canary_fail else None,
+            fail=_selector(canary_fail, "--canary-fail"),
+            cuda_fatal=_selector(canary_cuda_fatal, "--canary-cuda-fatal"),
+            hang=_selector(canary_hang, "--canary-hang"),
+            crash=_selector(canary_crash, "--canary-crash"),
         )
     cfg = CollectConfig(
-        out=out,
+        out=out or Path("."),
         backend=backend,
         ops=_ops(ops),
         device=device,
         case_file=cases,
         case_set="smoke" if smoke else case_set,
-        case_filter=CaseSelector.parse(case_filter, option="--case-filter")
-        if case_filter
-        else None,
+        case_filter=_selector(case_filter, "--case-filter"),
         limit=limit,
+        shard=parse_shard(shard) if shard else None,
+        rules_file=rules,
         protocol=Protocol(
             runs=runs,
             samples=samples,
@@ -116,11 +182,55 @@ def collect(
             target_sample_ms=target_sample_ms,
             idle_ratio=idle_ratio,
             use_graphs=graphs,
+            max_redos=max_redos,
+            min_runs=min(min_runs, runs),
+            target_ci=target_ci,
         ),
         canary=canary,
         resume=resume,
         quiet=quiet,
+        workers=workers,
+        case_timeout_s=case_timeout,
     )
+    if plan_only:
+        typer.echo(json.dumps(_plan_summary(cfg), indent=2))
+        return
+    if out is None:
+        raise UserError("--out: required (the run record directory to write)")
     cfg.command = collect_command(cfg)
     run_json = run_collection(cfg)
     typer.echo(str(run_json.parent))
+
+
+def _plan_summary(cfg: CollectConfig) -> dict[str, Any]:
+    from collector.engine import resolve_plan
+
+    sm = _device_sm(cfg.device)
+    plan, outcome = resolve_plan(cfg, sm)
+    return {
+        "plan_hash": plan.hash,
+        "cases": len(plan.cases),
+        "by_op": plan.count_by_op(),
+        "source": plan.source,
+        "case_set": plan.case_set,
+        "shard": list(cfg.shard) if cfg.shard else None,
+        "device_sm": sm,
+        "rules": outcome.summary(),
+        "case_keys": [c.key for c in plan.cases],
+    }
+
+
+def _device_sm(device: str) -> str | None:
+    """The SM of the target GPU for the floors, read through NVML (no CUDA context)."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        _, _, idx = device.partition(":")
+        handle = pynvml.nvmlDeviceGetHandleByIndex(int(idx) if idx.isdigit() else 0)
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        return f"{major}.{minor}"
+    except Exception:
+        return None

@@ -120,7 +120,13 @@ def _assign_verdicts(cases: list[dict[str, Any]], settings: stats.Settings) -> N
     for case, qv in zip(sampled, q, strict=True):
         case["q"] = float(qv)
         case["verdict"] = stats.verdict(
-            case["ratio"], case["lo"], case["hi"], float(qv), case["threshold"], settings.alpha
+            case["ratio"],
+            case["lo"],
+            case["hi"],
+            float(qv),
+            case["threshold"],
+            settings.alpha,
+            settings.max_same_band,
         )
     for case in cases:
         if case["method"] == "size-only":

@@ -26,6 +26,8 @@ class Settings:
     min_effect: float = 0.01  # smallest relative change worth a verdict
     noise_mult: float = 2.0  # threshold grows with the case's own run-to-run noise
     size_only_threshold: float = 0.05  # rows without samples: a plain size rule
+    # A case too noisy for its threshold to stay under this can never be called "same".
+    max_same_band: float = 0.10
     bootstrap: int = 2000
     seed: int = 20261130
 
@@ -165,12 +167,22 @@ def bh_qvalues(pvalues: np.ndarray) -> np.ndarray:
     return q
 
 
-def verdict(ratio: float, lo: float, hi: float, q: float, threshold: float, alpha: float) -> str:
+def verdict(
+    ratio: float,
+    lo: float,
+    hi: float,
+    q: float,
+    threshold: float,
+    alpha: float,
+    max_same_band: float = 0.10,
+) -> str:
     """A case's verdict.
 
     Regressed (improved): the run-level test is significant after FDR control, the interval
     excludes no change, and the estimate exceeds the case's own threshold. Same: the interval
-    lies inside the threshold band (or nearly so, with nothing significant). Else inconclusive.
+    lies inside the threshold band, or the estimate does and the interval stays within twice
+    the band (the band never wider than `max_same_band`, so a very noisy case is not "same").
+    Anything else is inconclusive.
     """
     up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
     significant = bool(np.isfinite(q) and q < alpha)
@@ -178,10 +190,12 @@ def verdict(ratio: float, lo: float, hi: float, q: float, threshold: float, alph
         return REGRESSED
     if significant and hi < 1.0 and ratio < down:
         return IMPROVED
-    if down <= lo and hi <= up:
+    band = min(threshold, max_same_band)
+    b_up, b_down = 1.0 + band, 1.0 / (1.0 + band)
+    if b_down <= lo and hi <= b_up:
         return SAME
-    if down <= ratio <= up:
-        wide_up, wide_down = 1.0 + 2 * threshold, 1.0 / (1.0 + 2 * threshold)
+    if b_down <= ratio <= b_up:
+        wide_up, wide_down = 1.0 + 2 * band, 1.0 / (1.0 + 2 * band)
         # A real but sub-threshold change, or noise that stays near the band, is no finding.
         if significant or (wide_down <= lo and hi <= wide_up):
             return SAME

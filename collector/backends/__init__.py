@@ -6,30 +6,37 @@ never swaps to another implementation when one fails: the failure is the observa
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from typing import Any
 
 from collector.backends.base import Backend, Prepared
 from collector.errors import UserError
 
 
-def _torch() -> Backend:
+def _torch(**options: Any) -> Backend:
     from collector.backends.torch_backend import TorchBackend
+
+    missing = options.get("_fail_import")
+    if missing:  # test seam: behave as if a framework module were not installed
+        importlib.import_module(str(missing))
 
     return TorchBackend()
 
 
-_FACTORIES: dict[str, Callable[[], Backend]] = {"torch": _torch}
+_FACTORIES: dict[str, Callable[..., Backend]] = {"torch": _torch}
 BACKEND_NAMES = tuple(sorted(_FACTORIES))
 
 
-def get_backend(name: str) -> Backend:
-    try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise UserError(
-            f"unknown backend {name!r}; known backends: {', '.join(BACKEND_NAMES)}"
-        ) from None
-    return factory()
+def check_backend_name(name: str) -> None:
+    if name not in _FACTORIES:
+        raise UserError(f"unknown backend {name!r}; known backends: {', '.join(BACKEND_NAMES)}")
+
+
+def get_backend(name: str, **options: Any) -> Backend:
+    """Build a backend; ImportError means its framework is missing (a classified failure)."""
+    check_backend_name(name)
+    return _FACTORIES[name](**options)
 
 
 __all__ = ["BACKEND_NAMES", "Backend", "Prepared", "get_backend"]

@@ -77,6 +77,7 @@ CONTEXT_ATTENTION = OpSpec(
     flops=_context_flops,
     bytes_moved=_context_bytes,
     zero_ok=frozenset({"step", "window_size"}),
+    compute_dtype_field="attn_dtype",
 )
 
 GENERATION_ATTENTION = OpSpec(
@@ -86,4 +87,5 @@ GENERATION_ATTENTION = OpSpec(
     flops=_generation_flops,
     bytes_moved=_generation_bytes,
     zero_ok=frozenset({"step", "window_size"}),
+    compute_dtype_field="attn_dtype",
 )

@@ -25,6 +25,8 @@ class OpSpec:
     bytes_moved: Callable[[Params], float]
     # Integer fields that may be zero (all others must be positive).
     zero_ok: frozenset[str] = frozenset()
+    # The field naming the dtype the math runs in (for the roofline peak); default dtype_field.
+    compute_dtype_field: str | None = None
 
     @property
     def field_names(self) -> tuple[str, ...]:
@@ -32,3 +34,6 @@ class OpSpec:
 
     def dtype_of(self, params: Params) -> str:
         return str(params[self.dtype_field])
+
+    def compute_dtype_of(self, params: Params) -> str:
+        return str(params[self.compute_dtype_field or self.dtype_field])

@@ -1,0 +1,77 @@
+"""Measure one run of one case: prepare, time, and turn any exception into a failure record.
+
+Shared by the in-process path and the worker processes, so both behave identically.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from collector.aggregate import RunResult
+from collector.backends import Backend
+from collector.canary import Canary
+from collector.caseplan import Case
+from collector.device import ClockReader
+from collector.failures import FailureRecord, record_from_exception
+from collector.timing import Protocol, RunSamples, measure_cpu, measure_cuda
+
+
+@dataclass
+class MeasureContext:
+    backend: Backend
+    device: str
+    protocol: Protocol
+    l2_bytes: int
+    clocks: ClockReader
+    canary: Canary | None = None
+    worker: str = "main"
+
+
+def _measure_once(ctx: MeasureContext, case: Case) -> tuple[RunSamples, str, int]:
+    prepared = ctx.backend.prepare(case, ctx.device, ctx.l2_bytes)
+    slowdown = ctx.canary.slowdown_for(case) if ctx.canary else None
+    if ctx.device == "cpu":
+        samples = measure_cpu(prepared, ctx.protocol, slowdown)
+    else:
+        samples = measure_cuda(prepared, ctx.protocol, ctx.clocks, slowdown)
+    return samples, prepared.kernel_source, prepared.copies
+
+
+def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | FailureRecord:
+    """One run of one case. A run that saw throttling is redone after a cool-down (up to
+    `protocol.max_redos` times): a throttled run measures the clock, not the kernel."""
+    try:
+        if ctx.canary is not None:
+            ctx.canary.inject(case)
+        samples, kernel, copies = _measure_once(ctx, case)
+        redos = 0
+        while any(samples.throttled) and redos < ctx.protocol.max_redos:
+            redos += 1
+            time.sleep(ctx.protocol.cooldown_s)
+            samples, kernel, copies = _measure_once(ctx, case)
+        return RunResult(
+            case_key=case.key,
+            run=run,
+            ms=samples.ms,
+            sm_mhz=samples.sm_mhz,
+            power_w=samples.power_w,
+            throttled=samples.throttled,
+            inner=samples.inner,
+            timing_mode=samples.timing_mode,
+            kernel_source=kernel,
+            copies=copies,
+            redos=redos,
+        )
+    except Exception as exc:
+        return record_from_exception(
+            exc,
+            task_id=f"{case.key}#run{run}",
+            case_key=case.key,
+            op=case.op,
+            params=case.params,
+            dtype=case.dtype,
+            worker=ctx.worker,
+            device=ctx.device,
+            run_index=run,
+        )

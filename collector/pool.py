@@ -1,0 +1,275 @@
+"""The worker pool: one spawned process per device, a watchdog, and crash attribution.
+
+The coordinator keeps the queue of pending tasks and hands one task at a time to each idle
+worker, so it always knows which case a worker is running. That is what lets it (a) kill a
+worker whose case outlives the watchdog and record `timeout` for that case, (b) record a
+worker that died (segfault, OOM kill, `os._exit`) as a `crash` of the case it was running,
+with the signal, and (c) replace the worker and go on. Every task ends in exactly one
+outcome: a result, a failure, or (when the run is stopped) still pending for `--resume`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from collector.errors import UserError
+from collector.failures import (
+    CRASH,
+    TIMEOUT,
+    FailureRecord,
+    group_key,
+    now_iso,
+    poisons_context,
+)
+from collector.worker import WorkerSpec, worker_main
+
+STARTUP_TIMEOUT_S = 900.0
+# A slot whose worker dies this many times in a row before it is ready aborts the run.
+MAX_STARTUP_FAILURES = 3
+
+
+class BackendStartupError(UserError):
+    """A worker could not start its backend (e.g. the framework is not installed)."""
+
+    def __init__(self, message: str, classification: str, detail: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.classification = classification
+        self.detail = detail
+
+
+@dataclass
+class Task:
+    task_id: str
+    case_key: str
+    op: str
+    values: list[tuple[str, Any]]
+    params: dict[str, Any]
+    dtype: str
+    run: int
+
+    def message(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "op": self.op, "values": self.values, "run": self.run}
+
+
+@dataclass
+class _Worker:
+    slot: int
+    spec: WorkerSpec
+    process: BaseProcess
+    conn: Connection
+    ready: bool = False
+    task: Task | None = None
+    started: float = 0.0
+    startup_failures: int = 0
+    retiring: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _signal_name(exitcode: int | None) -> str | None:
+    if exitcode is None or exitcode >= 0:
+        return None
+    try:
+        return signal.Signals(-exitcode).name
+    except ValueError:
+        return f"signal {-exitcode}"
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        specs: list[WorkerSpec],
+        case_timeout_s: float,
+        startup_timeout_s: float = STARTUP_TIMEOUT_S,
+    ) -> None:
+        self._mp = mp.get_context("spawn")
+        self.case_timeout_s = case_timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.workers = [self._spawn(i, spec) for i, spec in enumerate(specs)]
+        self.replacements = 0
+
+    def _spawn(self, slot: int, spec: WorkerSpec, failures: int = 0) -> _Worker:
+        parent, child = self._mp.Pipe()
+        process = self._mp.Process(
+            target=worker_main, args=(child, spec), name=f"collector-{spec.name}", daemon=True
+        )
+        process.start()
+        child.close()
+        return _Worker(
+            slot, spec, process, parent, started=time.monotonic(), startup_failures=failures
+        )
+
+    def wait_ready(self) -> list[dict[str, Any]]:
+        """Block until every worker is ready; a backend that cannot start is a clear error."""
+        for w in self.workers:
+            while not w.ready:
+                if not w.conn.poll(self.startup_timeout_s):
+                    raise UserError(
+                        f"worker {w.spec.name} on {w.spec.device} did not start within "
+                        f"{self.startup_timeout_s:.0f} s"
+                    )
+                try:
+                    msg = w.conn.recv()
+                except (EOFError, OSError):
+                    w.process.join(5)
+                    raise UserError(
+                        f"worker {w.spec.name} on {w.spec.device} died while starting "
+                        f"(exit {w.process.exitcode})"
+                    ) from None
+                self._handle_startup_message(w, msg)
+        return [w.info for w in self.workers]
+
+    def _handle_startup_message(self, w: _Worker, msg: dict[str, Any]) -> None:
+        if msg["type"] == "fatal":
+            first_line = (msg["message"] or "").splitlines()[0] if msg["message"] else ""
+            raise BackendStartupError(
+                f"backend {w.spec.backend!r} could not start on {w.spec.device}: "
+                f"{msg['exception_type']}: {first_line}",
+                msg["classification"],
+                msg,
+            )
+        if msg["type"] == "ready":
+            w.ready = True
+            w.info = msg["device_info"]
+            w.startup_failures = 0
+
+    def _replace(self, w: _Worker, died_before_ready: bool = False) -> _Worker:
+        if w.process.is_alive():
+            w.process.kill()
+        w.process.join(10)
+        w.conn.close()
+        failures = w.startup_failures + 1 if died_before_ready else 0
+        if failures >= MAX_STARTUP_FAILURES:
+            raise UserError(
+                f"worker {w.spec.name} on {w.spec.device} failed to start {failures} times in a row"
+            )
+        self.replacements += 1
+        fresh = self._spawn(
+            w.slot,
+            replace(w.spec, name=f"{w.spec.name.split('.')[0]}.{self.replacements}"),
+            failures,
+        )
+        self.workers[w.slot] = fresh
+        return fresh
+
+    def _failure(
+        self, w: _Worker, task: Task, classification: str, message: str, exc: str
+    ) -> dict[str, Any]:
+        sig = _signal_name(w.process.exitcode)
+        record = FailureRecord(
+            task_id=task.task_id,
+            case_key=task.case_key,
+            op=task.op,
+            params=task.params,
+            dtype=task.dtype,
+            classification=classification,
+            group_key=group_key(task.op, classification, exc, message, task.dtype),
+            exception_type=exc,
+            message=message,
+            traceback="",
+            exit_code=w.process.exitcode,
+            signal=sig,
+            worker=w.spec.name,
+            device=w.spec.device,
+            run_index=task.run,
+            timestamp=now_iso(),
+        )
+        return {"type": "result", "task_id": task.task_id, "failure": record.to_json()}
+
+    def execute(self, tasks: Iterable[Task], on_outcome: Callable[[dict[str, Any]], None]) -> None:
+        """Run every task once; each produces exactly one `on_outcome` call."""
+        pending = deque(tasks)
+        while pending or any(w.task is not None for w in self.workers):
+            for w in self.workers:
+                idle = w.ready and not w.retiring and w.task is None
+                if idle and pending and w.process.is_alive():
+                    task = pending.popleft()
+                    try:
+                        w.conn.send(task.message())
+                    except OSError:  # it died between tasks: replaced below, task kept
+                        pending.appendleft(task)
+                        w.retiring = True
+                        continue
+                    w.task = task
+                    w.started = time.monotonic()
+            waitables: list[Any] = [w.conn for w in self.workers]
+            waitables += [w.process.sentinel for w in self.workers]
+            wait(waitables, timeout=self._next_deadline())
+            for slot in range(len(self.workers)):
+                self._service(self.workers[slot], on_outcome)
+
+    def _next_deadline(self) -> float:
+        now = time.monotonic()
+        deadlines = [w.started + self.case_timeout_s - now for w in self.workers if w.task]
+        return max(0.05, min(deadlines, default=1.0))
+
+    def _service(self, w: _Worker, on_outcome: Callable[[dict[str, Any]], None]) -> None:
+        while w.conn.poll():
+            try:
+                msg = w.conn.recv()
+            except (EOFError, OSError):
+                break
+            if msg["type"] in ("ready", "fatal"):
+                self._handle_startup_message(w, msg)
+            elif (
+                msg["type"] == "result" and w.task is not None and msg["task_id"] == w.task.task_id
+            ):
+                w.task = None
+                if "failure" in msg and poisons_context(msg["failure"]["classification"]):
+                    w.retiring = True  # it exits on its own; never hand it another task
+                on_outcome(msg)
+        if not w.process.is_alive():
+            w.process.join(1)
+            if w.task is not None:
+                task, w_dead = w.task, w
+                sig = _signal_name(w.process.exitcode) or f"exit code {w.process.exitcode}"
+                on_outcome(
+                    self._failure(
+                        w_dead,
+                        task,
+                        CRASH,
+                        f"worker {w.spec.name} died ({sig}) while running {task.case_key}",
+                        "WorkerCrash",
+                    )
+                )
+                w.task = None
+            self._replace(w, died_before_ready=not w.ready)
+            return
+        if w.task is not None and time.monotonic() - w.started > self.case_timeout_s:
+            task = w.task
+            w.process.kill()
+            w.process.join(10)
+            on_outcome(
+                self._failure(
+                    w,
+                    task,
+                    TIMEOUT,
+                    f"{task.case_key} exceeded the {self.case_timeout_s:.0f} s watchdog; "
+                    f"worker {w.spec.name} killed",
+                    "CaseTimeout",
+                )
+            )
+            w.task = None
+            self._replace(w)
+
+    def close(self) -> None:
+        for w in self.workers:
+            try:
+                if w.process.is_alive():
+                    w.conn.send(None)
+            except (OSError, BrokenPipeError):
+                pass
+        deadline = time.monotonic() + 10
+        for w in self.workers:
+            w.process.join(max(0.1, deadline - time.monotonic()))
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(5)
+            w.conn.close()

@@ -1,0 +1,101 @@
+"""A worker process: owns one device, measures the tasks the coordinator sends it.
+
+Spawned (never forked: CUDA does not survive a fork). It ignores SIGINT and SIGTERM, which
+are the coordinator's to handle; the coordinator kills it when it must. After a CUDA-fatal
+error the worker reports the failure and exits, because its context is poisoned.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from collector.aggregate import RunResult
+from collector.timing import Protocol
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    backend: str
+    device: str
+    protocol: Protocol
+    name: str
+    canary: dict[str, Any] | None = None
+    backend_options: dict[str, Any] = field(default_factory=dict)
+
+
+def _device_index(device: str) -> int:
+    _, _, idx = device.partition(":")
+    return int(idx) if idx.isdigit() else 0
+
+
+def worker_main(conn: Connection, spec: WorkerSpec) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        ctx, info = _start(spec)
+    except Exception as exc:
+        from collector.failures import classify_exception
+
+        conn.send(
+            {
+                "type": "fatal",
+                "classification": classify_exception(exc),
+                "exception_type": type(exc).__name__,
+                "message": str(exc)[:2000],
+                "traceback": traceback.format_exc()[-8000:],
+            }
+        )
+        conn.close()
+        return
+    conn.send({"type": "ready", "pid": os.getpid(), "device_info": info})
+    from collector.caseplan import Case
+    from collector.failures import poisons_context
+    from collector.measure import measure_case
+
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        case = Case(op=task["op"], values=tuple((k, v) for k, v in task["values"]))
+        outcome = measure_case(ctx, case, int(task["run"]))
+        if isinstance(outcome, RunResult):
+            conn.send({"type": "result", "task_id": task["task_id"], "run": outcome.to_json()})
+            continue
+        outcome.task_id = task["task_id"]
+        conn.send({"type": "result", "task_id": task["task_id"], "failure": outcome.to_json()})
+        if poisons_context(outcome.classification):
+            conn.close()
+            os._exit(0)  # the coordinator replaces this worker with a fresh context
+
+
+def _start(spec: WorkerSpec) -> tuple[Any, dict[str, Any]]:
+    from collector.backends import get_backend
+    from collector.canary import Canary
+    from collector.device import ClockReader, fingerprint
+    from collector.measure import MeasureContext
+
+    if spec.device.startswith("cuda"):
+        import torch
+
+        torch.cuda.set_device(_device_index(spec.device))
+    info = fingerprint(spec.device)
+    backend = get_backend(spec.backend, **spec.backend_options)
+    ctx = MeasureContext(
+        backend=backend,
+        device=spec.device,
+        protocol=spec.protocol,
+        l2_bytes=int(info.get("l2_bytes") or 0),
+        clocks=ClockReader(spec.device, _device_index(spec.device)),
+        canary=Canary.from_json(spec.canary),
+        worker=spec.name,
+    )
+    info["framework_version"] = backend.framework_version()
+    return ctx, info
