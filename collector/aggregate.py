@@ -27,6 +27,8 @@ class RunResult:
     copies: int
     # Times this run was redone because the GPU throttled while it was measured.
     redos: int = 0
+    # Wall time the run held its device, set-up and idle gaps included (the cost of a case).
+    wall_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -63,6 +65,7 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
         "sm_mhz_mean": float(np.mean(clocks)) if clocks else None,
         "throttled": any(t for r in runs for t in r.throttled),
         "redos": int(sum(r.redos for r in runs)),
+        "device_seconds": float(sum(r.wall_s for r in runs)),
         "kernel_source": kernels[0] if len(kernels) == 1 else "|".join(kernels),
     }
 

@@ -41,6 +41,7 @@ def _measure_once(ctx: MeasureContext, case: Case) -> tuple[RunSamples, str, int
 def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | FailureRecord:
     """One run of one case. A run that saw throttling is redone after a cool-down (up to
     `protocol.max_redos` times): a throttled run measures the clock, not the kernel."""
+    start = time.perf_counter()
     try:
         if ctx.canary is not None:
             ctx.canary.inject(case)
@@ -62,6 +63,7 @@ def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | Failu
             kernel_source=kernel,
             copies=copies,
             redos=redos,
+            wall_s=time.perf_counter() - start,
         )
     except Exception as exc:
         return record_from_exception(

@@ -49,6 +49,7 @@ PERF_STAT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("sm_mhz_mean", pa.float64()),
     ("throttled", pa.bool_()),
     ("redos", pa.int32()),
+    ("device_seconds", pa.float64()),
     ("flops", pa.float64()),
     ("bytes", pa.float64()),
     ("tflops", pa.float64()),

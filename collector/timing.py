@@ -35,6 +35,9 @@ class Protocol:
     # of its 95% interval (over per-run medians) is at most `target_ci`. 0 disables it.
     min_runs: int = 3
     target_ci: float = 0.0
+    # With adaptive stopping, a run may also stop sampling after this many samples once its
+    # median is known to better than half the target (0: always take `samples`).
+    min_samples: int = 0
     # CPU path: "process" times CPU time of this process (robust to other processes on a
     # shared machine), "wall" times elapsed time. Both clocks are monotonic.
     cpu_clock: str = "process"
@@ -63,6 +66,20 @@ class Slowdown:
     """A canary: extra time after each call, as a fraction of the call's pilot latency."""
 
     factor: float
+
+
+def precise_enough(samples: list[float], protocol: Protocol) -> bool:
+    """Adaptive sampling within a run: stop once the run median's relative standard error
+    (about 1.25 sigma / sqrt(n) for a median) is under half the adaptive target."""
+    n = len(samples)
+    if protocol.min_samples <= 0 or protocol.target_ci <= 0 or n < protocol.min_samples:
+        return False
+    ordered = sorted(samples)
+    med = ordered[n // 2]
+    mad = sorted(abs(s - med) for s in samples)[n // 2]
+    if med <= 0:
+        return False
+    return 1.25 * 1.4826 * mad / med / math.sqrt(n) <= protocol.target_ci / 2
 
 
 def choose_inner(pilot_ms: float, protocol: Protocol) -> int:
@@ -104,6 +121,8 @@ def measure_cpu(prepared: Prepared, protocol: Protocol, slowdown: Slowdown | Non
         samples.append(elapsed / 1e6 / inner)
         if protocol.idle_ratio > 0:
             time.sleep((time.perf_counter_ns() - wall) / 1e9 * protocol.idle_ratio)
+        if precise_enough(samples, protocol):
+            break
     n = len(samples)
     mode = f"cpu-{protocol.cpu_clock}"
     return RunSamples(samples, [None] * n, [None] * n, [False] * n, inner, mode)
@@ -176,4 +195,6 @@ def measure_cuda(
         throttled.append(ClockReader.throttled(reading.throttle_reasons))
         if protocol.idle_ratio > 0:
             time.sleep(elapsed_ms / 1e3 * protocol.idle_ratio)
+        if precise_enough(ms, protocol):
+            break
     return RunSamples(ms, sm_mhz, power, throttled, inner, mode)

@@ -11,6 +11,7 @@ from collector.errors import UserError
 def test_builtin_smoke_plan_is_a_grid_with_stable_keys_and_hash() -> None:
     plan = build_plan(("gemm",), case_set="smoke")
     assert len(plan.cases) == 2 * 2 * 2 * 2
+    assert len(build_plan(("gemm",)).cases) == 3 * 10 * 3 * 3
     keys = [c.key for c in plan.cases]
     assert len(set(keys)) == len(keys)
     assert keys[0] == "gemm:gemm_dtype=bfloat16,m=8,n=256,k=256"
