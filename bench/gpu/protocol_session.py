@@ -1,0 +1,120 @@
+"""H200 protocol session: interleaved A/A, canary and adaptive collections in one process.
+
+Run on the GPU machine from the repo root:
+    PYTHONUNBUFFERED=1 python3 -m bench.gpu.protocol_session --phase aa --out $OUT/aa
+    PYTHONUNBUFFERED=1 python3 -m bench.gpu.protocol_session --phase adaptive --out $OUT/ad
+Collections are driven round by round in rotating order (A B C, B C A, ...), the schedule
+that keeps drift from posing as a change. Analyse the run records offline with
+`python -m bench.gpu.analyse`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from collector.canary import Canary
+from collector.caseplan import CaseSelector
+from collector.engine import CollectConfig, Collection
+from collector.timing import Protocol
+
+OPS = ("gemm", "context_attention", "generation_attention")
+# 20 cases of 20 us and longer: bf16 and fp8 GEMMs with m >= 1024 / 2048 on large n, k.
+CANARY = (
+    "gemm_dtype=bfloat16,m=1024|2048|4096,n=4096|8192,k=4096|8192;"
+    "gemm_dtype=fp8,m=2048|4096,n=4096|8192,k=4096|8192"
+)
+CANARY_FACTOR = 1.03
+
+
+def _cfg(
+    out: Path, protocol: Protocol, device: str, case_set: str, canary: Canary | None = None
+) -> CollectConfig:
+    return CollectConfig(
+        out=out,
+        backend="torch",
+        ops=OPS,
+        device=device,
+        case_set=case_set,
+        protocol=protocol,
+        canary=canary,
+        quiet=True,
+        case_timeout_s=300.0,
+        command=["python3", "-m", "bench.gpu.protocol_session"],
+    )
+
+
+def drive(collections: dict[str, Collection], runs: int, deadline: float) -> dict[str, float]:
+    names = list(collections)
+    seconds = {n: 0.0 for n in names}
+    for r in range(runs):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            if time.monotonic() > deadline:
+                print(f"deadline reached before round {r} of {name}", flush=True)
+                return seconds
+            t0 = time.monotonic()
+            collections[name].run_round(r)
+            seconds[name] += time.monotonic() - t0
+            done = collections[name].done_tasks()
+            print(f"round {r} {name}: {time.monotonic() - t0:.1f} s, tasks {done}", flush=True)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--phase", choices=("aa", "adaptive"), required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument("--minutes", type=float, default=8.0)
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--case-set", default="default")
+    args = parser.parse_args()
+    deadline = time.monotonic() + args.minutes * 60
+    base = Protocol(runs=args.runs, samples=8, target_sample_ms=1.0, idle_ratio=1.0)
+    if args.phase == "aa":
+        canary = Canary(slow=CaseSelector.parse(CANARY), factor=CANARY_FACTOR)
+        cfgs = {
+            "A": _cfg(args.out / "A", base, args.device, args.case_set),
+            "B": _cfg(args.out / "B", base, args.device, args.case_set),
+            "C": _cfg(args.out / "C", base, args.device, args.case_set, canary),
+        }
+    else:
+        adaptive = Protocol(
+            runs=args.runs,
+            samples=8,
+            target_sample_ms=1.0,
+            idle_ratio=1.0,
+            min_runs=3,
+            target_ci=0.01,
+            min_samples=4,
+        )
+        cfgs = {name: _cfg(args.out / name, adaptive, args.device, args.case_set) for name in "AB"}
+    t0 = time.monotonic()
+    collections = {name: Collection(cfg) for name, cfg in cfgs.items()}
+    startup = time.monotonic() - t0
+    print(f"started {len(collections)} collections in {startup:.1f} s", flush=True)
+    seconds = drive(collections, args.runs, deadline)
+    for c in collections.values():
+        c.finish("complete" if time.monotonic() < deadline else "partial")
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "-q", "-d", "CLOCK,POWER,PERFORMANCE"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+    except OSError:
+        smi = "nvidia-smi not available"
+    (args.out / "nvidia-smi.txt").write_text(smi)
+    (args.out / "session.json").write_text(
+        json.dumps({"phase": args.phase, "startup_s": startup, "round_seconds": seconds}, indent=1)
+    )
+    print(json.dumps({"startup_s": startup, "round_seconds": seconds}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
