@@ -51,10 +51,20 @@ class ClockReader:
         nv = self._nvml
         try:
             sm = float(nv.nvmlDeviceGetClockInfo(self._handle, nv.NVML_CLOCK_SM))
-            power = nv.nvmlDeviceGetPowerUsage(self._handle) / 1000.0
-            reasons = int(nv.nvmlDeviceGetCurrentClocksEventReasons(self._handle))
         except Exception:
             return ClockReading(None, None, 0)
+        try:
+            power: float | None = nv.nvmlDeviceGetPowerUsage(self._handle) / 1000.0
+        except Exception:
+            power = None
+        # Newer NVML names throttle reasons "clocks event reasons"; older ones do not.
+        getter = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
+        try:
+            reasons = int(getter(self._handle)) if getter else 0
+        except Exception:
+            reasons = 0
         return ClockReading(sm, power, reasons)
 
     @staticmethod
