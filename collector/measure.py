@@ -29,6 +29,12 @@ class MeasureContext:
 
 
 def _measure_once(ctx: MeasureContext, case: Case) -> tuple[RunSamples, str, int]:
+    if ctx.device.startswith("cuda"):
+        import torch
+
+        # Fresh allocations for every run: blocks recycled by the caching allocator made
+        # small kernels' run-to-run spread larger on the H200 (docs/benchmarks.md).
+        torch.cuda.empty_cache()
     prepared = ctx.backend.prepare(case, ctx.device, ctx.l2_bytes)
     slowdown = ctx.canary.slowdown_for(case) if ctx.canary else None
     if ctx.device == "cpu":

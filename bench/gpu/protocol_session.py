@@ -71,6 +71,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--minutes", type=float, default=8.0)
     parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--adaptive-cap", type=int, default=12)
+    parser.add_argument("--no-canary", action="store_true")
     parser.add_argument("--case-set", default="default")
     args = parser.parse_args()
     deadline = time.monotonic() + args.minutes * 60
@@ -80,11 +82,12 @@ def main() -> None:
         cfgs = {
             "A": _cfg(args.out / "A", base, args.device, args.case_set),
             "B": _cfg(args.out / "B", base, args.device, args.case_set),
-            "C": _cfg(args.out / "C", base, args.device, args.case_set, canary),
         }
+        if not args.no_canary:
+            cfgs["C"] = _cfg(args.out / "C", base, args.device, args.case_set, canary)
     else:
         adaptive = Protocol(
-            runs=args.runs,
+            runs=args.adaptive_cap,
             samples=8,
             target_sample_ms=1.0,
             idle_ratio=1.0,
@@ -97,7 +100,8 @@ def main() -> None:
     collections = {name: Collection(cfg) for name, cfg in cfgs.items()}
     startup = time.monotonic() - t0
     print(f"started {len(collections)} collections in {startup:.1f} s", flush=True)
-    seconds = drive(collections, args.runs, deadline)
+    rounds = args.adaptive_cap if args.phase == "adaptive" else args.runs
+    seconds = drive(collections, rounds, deadline)
     for c in collections.values():
         c.finish("complete" if time.monotonic() < deadline else "partial")
     try:
