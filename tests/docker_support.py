@@ -74,10 +74,9 @@ def _requirement_closure(roots: tuple[str, ...]) -> list[metadata.Distribution]:
 
 def _busybox() -> Path:
     for path in BUSYBOX_CANDIDATES:
-        if path.is_file():
-            out = subprocess.run(["file", "-L", str(path)], capture_output=True, text=True)
-            if "statically linked" in out.stdout or out.returncode != 0:
-                return path
+        # ldd fails on a static executable: it needs no loader, so it runs in a bare rootfs.
+        if path.is_file() and subprocess.run(["ldd", str(path)], capture_output=True).returncode:
+            return path
     raise BaseImageError("a static busybox is needed: apt-get install -y busybox-static")
 
 

@@ -174,11 +174,13 @@ class BuildDisplay:
     def line(self, text: str) -> None:
         if self.log is not None:
             self.log.write(text + "\n")
-        text = clean(text, 300).rstrip()
-        if not text:
+        raw = text.rstrip()
+        # Parse the raw line; show only the cleaned one (clean() also breaks up "-->").
+        text = clean(raw, 300)
+        if not raw:
             return
         self.tail = [*self.tail[-19:], text]
-        step = _STEP.match(text)
+        step = _STEP.match(raw)
         if text.lstrip().upper().startswith("ERROR"):
             self.last_error = text.strip()
         if step:
@@ -191,7 +193,7 @@ class BuildDisplay:
                 )
             else:
                 self.console.print(f"build step {current}/{self.total}: {what}", markup=False)
-        elif text.strip() == "---> Using cache":
+        elif raw.strip() == "---> Using cache":
             self.cached += 1
             if self.progress is not None:
                 self.progress.update(self.task, cached=self.cached)
