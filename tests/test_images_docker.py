@@ -334,7 +334,7 @@ def test_a_container_killed_mid_run_leaves_a_partial_valid_record(
     cfg = CollectConfig(
         out=out,
         limit=12,
-        protocol=Protocol(runs=3, samples=6, warmup=1, target_sample_ms=20.0, idle_ratio=1.0),
+        protocol=Protocol(runs=2, samples=6, warmup=1, target_sample_ms=10.0, idle_ratio=1.0),
         quiet=True,
     )
     opts = ContainerOptions(image=first["ref"], cache_dir=workdir / "cache")
