@@ -61,8 +61,11 @@ def config_from_json(data: Any, source: str = "config") -> CollectConfig:
         raise UserError(f"{source}: missing field 'out'")
     kwargs: dict[str, Any] = dict(values)
     kwargs["out"] = Path(values["out"])
-    if values.get("case_file") is not None:
-        kwargs["case_file"] = Path(values["case_file"])
+    for name in ("case_file", "rules_file"):
+        if values.get(name) is not None:
+            kwargs[name] = Path(values[name])
+    if values.get("shard") is not None:
+        kwargs["shard"] = tuple(int(v) for v in values["shard"])
     if "ops" in values:
         kwargs["ops"] = tuple(values["ops"])
     if "case_filter" in values:
@@ -72,13 +75,8 @@ def config_from_json(data: Any, source: str = "config") -> CollectConfig:
             kwargs["protocol"] = Protocol(**values["protocol"])
         except TypeError as exc:
             raise UserError(f"{source}: field 'protocol': {exc}") from None
-    if values.get("canary") is not None:
-        canary = values["canary"]
-        kwargs["canary"] = Canary(
-            slow=_selector(canary.get("slow"), "canary.slow"),
-            factor=float(canary.get("factor", 1.0)),
-            fail=_selector(canary.get("fail"), "canary.fail"),
-        )
+    if "canary" in values:
+        kwargs["canary"] = Canary.from_json(values["canary"])
     if "command" in values:
         kwargs["command"] = [str(c) for c in values["command"]]
     return CollectConfig(**kwargs)

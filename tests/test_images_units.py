@@ -117,8 +117,12 @@ def test_config_round_trips(tmp_path: Path) -> None:
         case_file=tmp_path / "cases.yaml",
         case_filter=CaseSelector.parse("m=128|256;op=gemm,k=512"),
         limit=5,
+        shard=(1, 3),
+        rules_file=tmp_path / "rules.yaml",
+        workers=2,
+        backend_options={"x": 1},
         protocol=Protocol(runs=3, samples=4, use_graphs=False),
-        canary=Canary(slow=CaseSelector.parse("m=1"), factor=1.5, fail=None),
+        canary=Canary(slow=CaseSelector.parse("m=1"), factor=1.5, hang=CaseSelector.parse("m=2")),
         command=["collectbot", "collect"],
         image_ref="img:1",
         image_digest=DIGEST,
@@ -126,8 +130,8 @@ def test_config_round_trips(tmp_path: Path) -> None:
     data = json.loads(json.dumps(config_to_json(cfg)))
     back = config_from_json(data)
     assert back == cfg
-    with pytest.raises(UserError, match="unknown field 'workers'"):
-        config_from_json({**data, "workers": 2})
+    with pytest.raises(UserError, match="unknown field 'gpus'"):
+        config_from_json({**data, "gpus": 2})
     with pytest.raises(UserError, match="not a collectbot collection config"):
         config_from_json({"out": "x"})
     with pytest.raises(TypeError, match=r"CollectConfig\.out: cannot encode object"):
@@ -191,6 +195,7 @@ def _cfg(out: Path) -> CollectConfig:
     return CollectConfig(
         out=out,
         limit=4,
+        workers=0,
         protocol=Protocol(runs=2, samples=2, warmup=1, target_sample_ms=0.05, idle_ratio=0.0),
         quiet=True,
     )
@@ -205,13 +210,15 @@ def test_dead_container_record_is_refinalised_from_its_checkpoint(tmp_path: Path
     cfg = _cfg(tmp_path / "run")
     collection = Collection(cfg)
     done = []
+    from collector.measure import measure_case
+
     for case in collection.plan.cases[:3]:
-        collection.record(collection.measure(case, 0))
+        collection.record(measure_case(collection.ctx, case, 0))
         done.append(case.key)
     collection.checkpoint.close()  # the process dies here: no finish()
     stale = json.loads((cfg.out / "run.json").read_text())
     assert stale["counts"]["attempted"] == 0  # the last partial record predates the work
-    _, status = record_after_exit(cfg, collection.plan, _block(137), b"", {})
+    _, status = record_after_exit(cfg, _block(137), b"", {})
     assert status == "partial"
     attach_container(cfg.out, {**_block(137), "oom_killed": False}, b"killed\n")
     record = read_record(cfg.out)
@@ -234,9 +241,7 @@ def test_container_that_never_collected_leaves_a_failed_record(tmp_path: Path) -
     cfg = _cfg(tmp_path / "run")
     cfg.out.mkdir()
     log = b"error: version gate for vllm: vllm: installed 0.23.1, pins 0.24.0\n"
-    _, status = record_after_exit(
-        cfg, cfg.plan(), _block(3), log, {"org.collectbot.framework": "vllm"}
-    )
+    _, status = record_after_exit(cfg, _block(3), log, {"org.collectbot.framework": "vllm"})
     assert status == "failed"
     record = read_record(cfg.out)
     assert record.status == "failed" and record.meta["framework"] == "vllm"

@@ -137,9 +137,10 @@ def collect_in_container(
     """Run one collection in the image; the record lands in cfg.out on the host."""
     import docker.errors
 
-    plan = cfg.plan()
-    if not plan.cases:
-        raise UserError("the plan selects no cases (check --ops, --cases and --case-filter)")
+    # Validate the options here, before any container starts (device rules apply inside).
+    base_plan = cfg.base_plan()
+    if not base_plan.cases:
+        raise UserError("the plan selects no cases (check --ops, --cases, --case-filter, --shard)")
     image_id, digest, labels = image_identity(client, opts.image)
     gpus, inside_device = gpu_request(cfg.device)
     _prepare_out(cfg)
@@ -163,9 +164,13 @@ def collect_in_container(
         if cfg.case_file is not None:
             shutil.copyfile(cfg.case_file, in_dir / "cases.yaml")
             inner = replace(inner, case_file=Path(IN) / "cases.yaml")
+        if cfg.rules_file is not None:
+            shutil.copyfile(cfg.rules_file, in_dir / "rules.yaml")
+            inner = replace(inner, rules_file=Path(IN) / "rules.yaml")
         write_config(inner, in_dir / "config.json")
         in_dir.chmod(0o755)
-        (in_dir / "config.json").chmod(0o644)
+        for path in in_dir.iterdir():
+            path.chmod(0o644)
         sandbox = Sandbox(
             image=image_id,
             command=["python3", "-m", "collector", "run", f"{IN}/config.json"],
@@ -238,7 +243,7 @@ def collect_in_container(
             "shm_size": opts.limits.shm_size,
         },
     }
-    run_json, status = record_after_exit(cfg, plan, container_block, bytes(log), labels)
+    run_json, status = record_after_exit(cfg, container_block, bytes(log), labels)
     attach_container(cfg.out, container_block, bytes(log))
     lines = [ln for ln in log.decode(errors="replace").splitlines() if ln.strip()]
     return ContainerOutcome(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.caseplan import Plan
-from collector.engine import CollectConfig
+from collector.engine import CollectConfig, resolve_plan
 from collector.errors import UserError
 from collector.provenance import git_sha
 from collector.record import (
@@ -74,9 +74,16 @@ def _failed_meta(
     }
 
 
+def _plan_for(cfg: CollectConfig, meta: dict[str, Any]) -> Plan:
+    """The plan the collector ran: the same options and rules, for the device it saw."""
+    device = meta.get("device") or {}
+    sm = device.get("sm") if cfg.device != "cpu" else None
+    plan, _ = resolve_plan(cfg, str(sm) if sm is not None else None)
+    return plan
+
+
 def record_after_exit(
     cfg: CollectConfig,
-    plan: Plan,
     block: dict[str, Any],
     log: bytes,
     labels: dict[str, str],
@@ -93,6 +100,7 @@ def record_after_exit(
         # checkpoint there is nothing newer than the last partial record to add.
         if status == "complete" or finished or not (out / CHECKPOINT).exists():
             return run_json, status
+        plan = _plan_for(cfg, meta)
         if meta.get("plan_hash") not in (None, plan.hash):
             raise UserError(
                 f"{run_json}: plan hash {meta.get('plan_hash')} differs from this plan's "
@@ -104,6 +112,7 @@ def record_after_exit(
         meta["ended"] = {"by": "container exit", "exit_code": exit_code, "at": _now()}
         finalize(out, meta, list(plan.cases), state, "partial")
         return run_json, "partial"
+    plan = _plan_for(cfg, {})
     meta = _failed_meta(cfg, plan, block, labels)
     lines = [ln for ln in log.decode(errors="replace").splitlines() if ln.strip()]
     meta["ended"] = {
