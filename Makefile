@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 DEMO_OUT ?= demo-out
 
-.PHONY: setup demo test lint check clean
+.PHONY: setup demo test lint check clean docker-engine
 
 setup: $(VENV)/.installed
 
@@ -21,7 +21,12 @@ demo: setup
 	rm -rf $(DEMO_OUT)
 	$(VENV)/bin/collectbot demo --out $(DEMO_OUT)
 
-test: setup
+# The image tests need a Docker engine: installed and started here when missing (root or
+# password-less sudo). Without one they skip, unless COLLECTBOT_REQUIRE_DOCKER=1 (CI).
+docker-engine:
+	scripts/docker-engine.sh
+
+test: setup docker-engine
 	$(PY) -m pytest -q
 
 lint: setup

@@ -139,6 +139,30 @@ def collect(
         bool, typer.Option(help="Continue a partial run from its checkpoint.")
     ] = False,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    # Collection inside the pinned image (bot/images/container.py).
+    image: Annotated[
+        str | None,
+        typer.Option(help="Collect inside this image (from `collectbot image ensure`)."),
+    ] = None,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option(help="With --image: host folder for JIT caches (torch, Triton, FlashInfer)."),
+    ] = None,
+    memory: Annotated[
+        str | None, typer.Option(help="With --image: container memory limit, e.g. 64g.")
+    ] = None,
+    cpus: Annotated[
+        float | None, typer.Option(help="With --image: container CPU limit, e.g. 8.")
+    ] = None,
+    shm_size: Annotated[str, typer.Option(help="With --image: size of /dev/shm.")] = "8g",
+    pass_env: Annotated[
+        list[str] | None,
+        typer.Option(help="With --image: pass this host variable (allow-listed settings only)."),
+    ] = None,
+    container_timeout: Annotated[
+        float | None,
+        typer.Option(min=1, help="With --image: stop the container after this many seconds."),
+    ] = None,
 ) -> None:
     """Run a kernel sweep and write a run record.
 
@@ -198,6 +222,14 @@ def collect(
     if out is None:
         raise UserError("--out: required (the run record directory to write)")
     cfg.command = collect_command(cfg)
+    if image is not None:
+        from bot.images.container import container_options, run_collect_command
+
+        opts = container_options(
+            image, cache_dir, memory, cpus, shm_size, pass_env, container_timeout
+        )
+        typer.echo(str(run_collect_command(cfg, opts).parent))
+        return
     run_json = run_collection(cfg)
     typer.echo(str(run_json.parent))
 

@@ -1,0 +1,380 @@
+"""The image stage against a real Docker engine (DESIGN.md section 8).
+
+A local base image stands in for the vLLM release image (tests/docker_support.py: this
+machine's Python with CPU torch, and metadata-only vllm and flashinfer distributions). On it
+the tests build the collector image, reuse it, rebuild it on a change, verify versions, and
+collect inside it with no network. Without an engine these tests skip, unless
+COLLECTBOT_REQUIRE_DOCKER=1 (set by .ci/run), which makes a missing engine a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from bot.cli import app
+from bot.images.build import obtain
+from bot.images.container import ContainerOptions, ContainerOutcome, collect_in_container
+from bot.images.context import COLLECTOR_DIR
+from bot.images.sandbox import BindMount, Limits, Sandbox
+from collector.engine import CollectConfig
+from collector.errors import UserError
+from collector.pins import load_manifest
+from collector.record import CHECKPOINT, read_record
+from collector.timing import Protocol
+from tests.docker_support import ensure_base_image
+
+pytestmark = pytest.mark.slow
+runner = CliRunner()
+VLLM_REF = (
+    "docker.io/vllm/vllm-openai:v0.24.0@sha256:"
+    "251eba5cc7c12fed0b75da22a9240e582b1c9e39f6fbc064f86781b963bd814f"
+)
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    from bot.images.engine import connect
+
+    try:
+        return connect()
+    except UserError as exc:
+        if os.environ.get("COLLECTBOT_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"COLLECTBOT_REQUIRE_DOCKER=1 but {exc}")
+        pytest.skip(f"{exc} (set COLLECTBOT_REQUIRE_DOCKER=1 to make this a failure)")
+
+
+@pytest.fixture(scope="module")
+def base(client: Any) -> str:
+    return ensure_base_image(client)
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__).split("+")[0]
+
+
+def _write_manifest(path: Path, torch: str) -> Path:
+    path.write_text(
+        "schema_version: 1\nframeworks:\n  vllm:\n"
+        f'    version: "0.24.0"\n    torch: "{torch}"\n    flashinfer: "0.6.12"\n'
+        f'    cuda: "cpu"\n    base_image: "{VLLM_REF}"\n'
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("images")
+
+
+@pytest.fixture(scope="module")
+def manifest(workdir: Path) -> Path:
+    return _write_manifest(workdir / "manifest.yaml", _torch_version())
+
+
+@pytest.fixture(scope="module")
+def repository(client: Any) -> Iterator[str]:
+    """A fresh repository per session, so the first ensure really builds."""
+    name = f"collectbot-test-{uuid.uuid4().hex[:8]}"
+    yield name
+    for image in client.images.list(name=name):
+        for tag in image.tags:
+            client.images.remove(tag, force=True)
+
+
+@pytest.fixture(scope="module")
+def first(client: Any, base: str, manifest: Path, repository: str, workdir: Path) -> dict[str, Any]:
+    """`image ensure` from nothing: builds, verifies, writes the image record."""
+    out = workdir / "image-1.json"
+    result = runner.invoke(
+        app,
+        [
+            "image",
+            "ensure",
+            "--manifest",
+            str(manifest),
+            "--base-image",
+            base,
+            "--repository",
+            repository,
+            "--build-network",
+            "none",
+            "--out",
+            str(out),
+            "--log",
+            str(workdir / "build-1.log"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(out.read_text())
+    assert result.stdout.strip().splitlines()[-1] == data["ref"]
+    return data
+
+
+def _layers(client: Any, ref: str) -> list[str]:
+    return list(client.images.get(ref).attrs["RootFS"]["Layers"])
+
+
+def test_ensure_builds_verifies_and_then_reuses(
+    client: Any, base: str, manifest: Path, repository: str, workdir: Path, first: dict[str, Any]
+) -> None:
+    assert first["built"] is True and first["verified_at"]
+    assert first["ref"].startswith(f"{repository}:0.24.0-")
+    assert first["installed"]["distributions"] == {
+        "vllm": "0.24.0",
+        "flashinfer-python": "0.6.12",
+        "torch": __import__("torch").__version__,
+    }
+    image = client.images.get(first["ref"])
+    assert image.id == first["id"] == first["digest"]
+    assert image.labels["org.collectbot.content-hash"] == first["content_hash"]
+    assert image.labels["org.collectbot.framework-version"] == "0.24.0"
+    assert "Step 6/" in (workdir / "build-1.log").read_text()
+    # Unchanged inputs: the same tag, reused without building.
+    out = workdir / "image-2.json"
+    started = time.monotonic()
+    result = runner.invoke(
+        app,
+        [
+            "image",
+            "ensure",
+            "--manifest",
+            str(manifest),
+            "--base-image",
+            base,
+            "--repository",
+            repository,
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    second = json.loads(out.read_text())
+    assert second["built"] is False and second["id"] == first["id"]
+    assert second["ref"] == first["ref"] and second["content_hash"] == first["content_hash"]
+    assert "reused:" in result.output
+    assert time.monotonic() - started < 60
+    result = runner.invoke(app, ["image", "verify", first["ref"], "--manifest", str(manifest)])
+    assert result.exit_code == 0, result.output
+    assert "vllm 0.24.0" in result.stdout and "torch CUDA none (CPU build)" in result.stdout
+
+
+def test_changed_collector_rebuilds_only_its_own_layer(
+    client: Any, base: str, manifest: Path, repository: str, workdir: Path, first: dict[str, Any]
+) -> None:
+    changed = workdir / "collector"
+    shutil.copytree(COLLECTOR_DIR, changed, ignore=shutil.ignore_patterns("__pycache__"))
+    with (changed / "record.py").open("a") as fh:
+        fh.write("\n# a collector change\n")
+    result = obtain(
+        client,
+        load_manifest(manifest).get("vllm"),
+        repository=repository,
+        base_override=base,
+        network_mode="none",
+        console=Console(quiet=True),
+        collector_dir=changed,
+    )
+    assert result.built and result.ref != first["ref"]
+    before, after = _layers(client, first["ref"]), _layers(client, result.ref)
+    # base, COPY requirements, COPY wheels, RUN deps | COPY collector, COPY pins: the
+    # dependency layers are the same layers; only the collector's own (tiny) ones are new.
+    assert len(before) == len(after) == 6
+    assert before[:4] == after[:4]
+    assert before[4] != after[4]
+    assert result.cached_steps >= 4
+
+
+def test_manifest_change_rebuilds_and_a_mismatch_fails_verify_naming_both_versions(
+    client: Any, base: str, repository: str, workdir: Path, first: dict[str, Any]
+) -> None:
+    wrong = _write_manifest(workdir / "manifest-wrong.yaml", "2.11.0")
+    result = runner.invoke(
+        app,
+        [
+            "image",
+            "ensure",
+            "--manifest",
+            str(wrong),
+            "--base-image",
+            base,
+            "--repository",
+            repository,
+            "--build-network",
+            "none",
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    error = result.output.strip().splitlines()[-1]
+    have = __import__("torch").__version__
+    assert error.startswith("error: image sha256:")
+    assert f"torch: installed {have}, {wrong} pins 2.11.0" in error
+    # The changed manifest built a new image (new tag), reusing the cached dependency layers.
+    tags = [t for image in client.images.list(name=repository) for t in image.tags]
+    new = [t for t in tags if t not in (first["ref"],)]
+    built = [t for t in new if client.images.get(t).labels.get("org.collectbot.framework")]
+    wrong_image = next(t for t in built if json.loads(_pins_in(client, t))["torch"] == "2.11.0")
+    assert _layers(client, wrong_image)[:4] == _layers(client, first["ref"])[:4]
+    # The collector's own gate refuses to measure in that image; the host keeps a failed record.
+    out = workdir / "gated-run"
+    result = runner.invoke(
+        app,
+        ["collect", "--image", wrong_image, "--out", str(out), "--limit", "2", "--quiet"],
+    )
+    assert result.exit_code == 2, result.output
+    assert "the version gate failed" in result.output
+    assert f"torch: installed {have}" in result.output
+    record = read_record(out)
+    assert record.status == "failed" and record.meta["container"]["exit_code"] == 3
+
+
+def _pins_in(client: Any, ref: str) -> str:
+    out: bytes = client.containers.run(
+        ref, ["cat", "/opt/collectbot/pins.json"], network_mode="none", remove=True
+    )
+    return out.decode()
+
+
+def test_collect_in_container_writes_a_valid_record_on_the_host(
+    monkeypatch: pytest.MonkeyPatch, workdir: Path, first: dict[str, Any]
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_must-not-leak")
+    out, cache = workdir / "run", workdir / "cache"
+    result = runner.invoke(
+        app,
+        [
+            "collect",
+            "--image",
+            first["ref"],
+            "--out",
+            str(out),
+            "--limit",
+            "3",
+            "--runs",
+            "2",
+            "--samples",
+            "3",
+            "--cache-dir",
+            str(cache),
+            "--memory",
+            "4g",
+            "--quiet",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().splitlines()[-1] == str(out)
+    record = read_record(out)
+    assert record.status == "complete" and not record.anomalies
+    assert record.meta["counts"]["ok"] == 3 and record.perf["gemm"].num_rows == 3
+    assert record.meta["image"] == {"ref": first["ref"], "digest": first["id"]}
+    assert record.meta["versions"]["vllm"] == "0.24.0"
+    container = record.meta["container"]
+    assert container["exit_code"] == 0 and container["network"] == "none"
+    assert container["read_only_root"] is True and container["limits"]["memory"] == "4g"
+    assert container["image_content_hash"] == first["content_hash"]
+    assert "--image" in record.meta["command"]
+    assert "container.log" in record.meta["files"]
+    assert (cache / "triton").is_dir() and (cache / "flashinfer").is_dir()
+    assert "ghs_must-not-leak" not in (out / "container.log").read_text()
+
+
+def test_the_sandbox_holds_in_a_real_container(
+    client: Any, monkeypatch: pytest.MonkeyPatch, workdir: Path, first: dict[str, Any]
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_must-not-leak")
+    out = workdir / "sandbox-out"
+    out.mkdir()
+    out.chmod(0o777)  # the container runs as an unprivileged user here
+    script = (
+        "env; ls /sys/class/net; "
+        "(touch /probe 2>/dev/null && echo ROOT-WRITABLE) || echo ROOT-READONLY; "
+        "touch /collectbot/out/written && echo OUT-WRITABLE; id -u"
+    )
+    sandbox = Sandbox(
+        image=first["id"],
+        command=["sh", "-c", script],
+        mounts=[BindMount(out, "/collectbot/out", read_only=False)],
+        limits=Limits(memory="256m", shm_size="16m", tmp_size="16m"),
+        user="4321:4321",
+    )
+    container = client.containers.run(**sandbox.kwargs())
+    try:
+        assert container.wait(timeout=120)["StatusCode"] == 0
+        text = container.logs().decode()
+        attrs = container.attrs["HostConfig"]
+    finally:
+        container.remove(force=True)
+    assert "ghs_must-not-leak" not in text and "GITHUB_TOKEN" not in text
+    assert "ROOT-READONLY" in text and "OUT-WRITABLE" in text
+    assert text.strip().splitlines()[-1] == "4321"
+    interfaces = [ln for ln in text.splitlines() if ln in ("lo", "eth0")]
+    assert interfaces == ["lo"]
+    assert (out / "written").exists()
+    assert attrs["NetworkMode"] == "none" and attrs["ReadonlyRootfs"] is True
+    assert attrs["Memory"] == 256 << 20 and attrs["CapDrop"] == ["ALL"]
+
+
+def test_a_container_killed_mid_run_leaves_a_partial_valid_record(
+    client: Any, workdir: Path, first: dict[str, Any]
+) -> None:
+    out = workdir / "killed-run"
+    cfg = CollectConfig(
+        out=out,
+        limit=12,
+        protocol=Protocol(runs=2, samples=6, warmup=1, target_sample_ms=10.0, idle_ratio=1.0),
+        quiet=True,
+    )
+    opts = ContainerOptions(image=first["ref"], cache_dir=workdir / "cache")
+    outcome: list[ContainerOutcome] = []
+    thread = threading.Thread(
+        target=lambda: outcome.append(collect_in_container(client, cfg, opts, Console(quiet=True)))
+    )
+    thread.start()
+    deadline = time.monotonic() + 120
+    checkpoint = out / CHECKPOINT
+    while time.monotonic() < deadline:
+        if checkpoint.exists() and len(checkpoint.read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.2)
+    [container] = client.containers.list(filters={"label": f"org.collectbot.out={out}"})
+    container.kill()  # SIGKILL: no chance to finalise
+    thread.join(timeout=120)
+    [result] = outcome
+    assert result.exit_code == 137 and result.status == "partial" and not result.ok
+    record = read_record(out)
+    assert record.status == "partial" and not record.anomalies
+    counts = record.meta["counts"]
+    assert 4 <= counts["attempted"] < counts["planned"] == 12
+    assert record.perf["gemm"].num_rows == counts["attempted"]
+    assert record.meta["container"]["exit_code"] == 137
+    assert record.meta["ended"]["exit_code"] == 137
+    # --resume through the container completes the same record.
+    resumed = collect_in_container(
+        client,
+        CollectConfig(
+            out=out,
+            limit=12,
+            protocol=cfg.protocol,
+            quiet=True,
+            resume=True,
+        ),
+        opts,
+        Console(quiet=True),
+    )
+    assert resumed.ok, resumed
+    final = read_record(out)
+    assert final.status == "complete" and final.meta["counts"]["ok"] == 12
+    assert final.meta["run_id"] == record.meta["run_id"]
