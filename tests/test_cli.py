@@ -11,7 +11,7 @@ from bot.cli import app
 from tests.factories import gemm_case, simulated_runs, write_record
 
 runner = CliRunner()
-COMMANDS = ["collect", "compare", "render", "demo"]
+COMMANDS = ["collect", "compare", "render", "demo", "plan", "publish"]
 
 
 def test_help_explains_every_option() -> None:
