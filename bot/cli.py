@@ -18,4 +18,12 @@ app = typer.Typer(
 )
 
 # Registration order is the order `--help` lists the commands in.
-from bot.commands import collect, compare, demo, image, render  # noqa: E402, F401
+from bot.commands import (  # noqa: E402, F401
+    collect,
+    compare,
+    demo,
+    image,
+    plan,
+    publish,
+    render,
+)

@@ -15,6 +15,7 @@ from bot.collect_command import collect_command
 from bot.compare.comparison import compare_records, write_comparison
 from bot.compare.stats import Settings
 from bot.render.comment import render_comment
+from bot.render.rendered import comparison_meta, write_rendered
 from collector.canary import Canary
 from collector.caseplan import CaseSelector
 from collector.engine import CollectConfig, Collection, progress_bar
@@ -77,5 +78,6 @@ def run_demo(out: Path, quiet: bool = False) -> DemoResult:
     )
     cmp_path = write_comparison(result, out / "comparison")
     comment = out / "comment.md"
-    comment.write_text(render_comment(result))
+    body = render_comment(result)
+    write_rendered(comment, body, comparison_meta(result, body, None))
     return DemoResult(out=out, comment=comment, comparison=cmp_path)

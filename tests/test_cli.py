@@ -11,7 +11,7 @@ from bot.cli import app
 from tests.factories import gemm_case, simulated_runs, write_record
 
 runner = CliRunner()
-COMMANDS = ["collect", "compare", "render", "demo"]
+COMMANDS = ["collect", "compare", "render", "demo", "plan", "publish"]
 
 
 def test_help_explains_every_option() -> None:
@@ -110,6 +110,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     comment_path = Path(result.output.strip().splitlines()[-1])
     assert comment_path == out / "comment.md"
     body = comment_path.read_text()
+    assert json.loads((out / "comment.json").read_text())["level"] == "red"  # publishable
     data = json.loads((out / "comparison" / "comparison.json").read_text())
     slow = CaseSelector.parse(DEMO_SLOW)
     fail = CaseSelector.parse(DEMO_FAIL)

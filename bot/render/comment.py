@@ -27,7 +27,8 @@ from bot.render.sanitize import finalize, md_block, md_code, md_text
 GITHUB_COMMENT_LIMIT = 65536
 MARKER_PREFIX = "<!-- collectbot "
 ICONS = {"red": "❌", "yellow": "⚠️", "green": "✅"}
-_MARKER_VALUE = re.compile(r"[^A-Za-z0-9 ._:/+-]")
+# Marker values keep only these characters: nothing in them can close the HTML comment.
+_MARKER_VALUE = re.compile(r"[^A-Za-z0-9 ._:/+*-]")
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,11 @@ class RenderOptions:
     max_groups: int = 50
     tracebacks: int = 5
     limit: int = GITHUB_COMMENT_LIMIT
+    # Marker fields for a run whose record does not say (it died before writing one).
+    backend: str | None = None
+    gpu: str | None = None
+    run_id: str | None = None
+    started_at: str | None = None
 
 
 def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
@@ -335,16 +341,21 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         "version": __version__,
         "schema_version": comparison["schema_version"],
         "baseline_kind": comparison["baseline"].get("kind", "run"),
+        "cand_status": cand.get("status") or "complete",
+        "cand_planned": (cand.get("counts") or {}).get("planned", "?"),
+        "cand_attempted": (cand.get("counts") or {}).get("attempted", "?"),
+        "cand_failed": (cand.get("counts") or {}).get("failed", "?"),
     }
 
 
-def render_comment(comparison: dict[str, Any], opts: RenderOptions | None = None) -> str:
-    """The comment markdown, trimmed to GitHub's size limit; the verdict always survives."""
-    opts = opts or RenderOptions()
-    template = _env().get_template("comment.md.j2")
+def _fit(
+    template_name: str, make: Callable[[RenderOptions], dict[str, Any]], opts: RenderOptions
+) -> str:
+    """Render, halving the detail budgets until the body fits; the head is never trimmed."""
+    template = _env().get_template(template_name)
     current = RenderOptions(**opts.__dict__)
     while True:
-        body = template.render(**_context(comparison, current))
+        body = template.render(**make(current))
         if len(body) <= current.limit:
             return body
         if current.detail_rows == 0 and current.max_groups == 0 and current.tracebacks == 0:
@@ -356,3 +367,92 @@ def render_comment(comparison: dict[str, Any], opts: RenderOptions | None = None
     # Last resort: keep the head (marker, verdict, reasons) and cut the rest.
     note = "\n\n_(comment truncated to GitHub's size limit; see the artifacts)_\n"
     return body[: current.limit - len(note)] + note
+
+
+def render_comment(comparison: dict[str, Any], opts: RenderOptions | None = None) -> str:
+    """The comment markdown, trimmed to GitHub's size limit; the verdict always survives."""
+    return _fit("comment.md.j2", lambda o: _context(comparison, o), opts or RenderOptions())
+
+
+def run_marker(meta: dict[str, Any], opts: RenderOptions) -> Marker:
+    from datetime import UTC, datetime
+
+    device = meta.get("device") if isinstance(meta.get("device"), dict) else {}
+    return Marker(
+        backend=str(meta.get("backend") or opts.backend or "unknown"),
+        gpu=str((device or {}).get("name") or opts.gpu or "unknown"),
+        run_id=str(meta.get("run_id") or opts.run_id or ""),
+        head_sha=str(opts.head_sha or meta.get("git_sha") or ""),
+        started_at=str(
+            meta.get("started_at")
+            or opts.started_at
+            or datetime.now(UTC).isoformat(timespec="seconds")
+        ),
+    )
+
+
+def _run_context(info: Any, opts: RenderOptions) -> dict[str, Any]:
+    from bot.render.run_summary import run_verdict
+
+    level, headline, reasons = run_verdict(info)
+    meta = info.meta
+    groups = info.groups[: opts.max_groups]
+    ops = []
+    for op, row in sorted(info.per_op.items()):
+        ops.append(
+            {
+                "op": op,
+                "planned": row.get("planned", "–"),
+                "attempted": row.get("attempted", "–"),
+                "ok": row.get("ok", row.get("rows", "–")),
+                "failed": row.get("failed", "–"),
+            }
+        )
+    device = meta.get("device") if isinstance(meta.get("device"), dict) else {}
+    provenance = [
+        ("run id", meta.get("run_id")),
+        ("status", info.status),
+        ("git SHA", opts.head_sha or meta.get("git_sha")),
+        (
+            "backend",
+            f"{meta.get('backend') or opts.backend} ({meta.get('framework')} "
+            f"{meta.get('framework_version')})",
+        ),
+        ("device", (device or {}).get("name") or opts.gpu),
+        ("driver / CUDA", f"{(device or {}).get('driver')} / {(device or {}).get('cuda')}"),
+        (
+            "image",
+            (meta.get("image") or {}).get("digest")
+            if isinstance(meta.get("image"), dict)
+            else None,
+        ),
+        ("plan hash", meta.get("plan_hash")),
+        ("started", meta.get("started_at")),
+        ("finished", meta.get("finished_at")),
+        ("record", str(info.path)),
+    ]
+    command = [str(c) for c in meta.get("command") or []]
+    return {
+        "marker": Markup(run_marker(meta, opts).render()),
+        "icon": ICONS[level],
+        "title": f"collectbot: {headline}",
+        "reasons": reasons,
+        "stage": info.stage,
+        "error": info.error,
+        "problem": info.problem,
+        "status": info.status,
+        "ops": ops,
+        "groups": groups,
+        "groups_omitted": max(0, len(info.groups) - len(groups)),
+        "with_traceback": [g for g in groups[: opts.tracebacks] if g.get("traceback")],
+        "log_tail": info.log_tail if opts.detail_rows else None,
+        "provenance": [{"name": n, "value": v or "–"} for n, v in provenance],
+        "reproduce": shlex.join(command) if command else None,
+        "artifacts_url": opts.artifacts_url,
+        "version": __version__,
+    }
+
+
+def render_run_comment(info: Any, opts: RenderOptions | None = None) -> str:
+    """The comment for a run that cannot be compared: what failed, what was measured."""
+    return _fit("run.md.j2", lambda o: _run_context(info, o), opts or RenderOptions())

@@ -1,0 +1,177 @@
+"""`collectbot plan`: decide from a webhook payload whether to collect, and what."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bot.cli import app
+from bot.commands.github_options import (
+    ApiUrl,
+    AppId,
+    AppKey,
+    BotLogin,
+    InstallationId,
+    Retries,
+    Timeout,
+    Token,
+)
+from bot.errors import one_line_errors
+from collector.errors import UserError
+
+
+def write_github_output(path: Path, plan: dict[str, Any]) -> None:
+    """Step outputs: scalars one per line; the whole plan as one JSON line under `plan`."""
+    scalars = {
+        "trigger": "true" if plan["trigger"] else "false",
+        "code": plan["code"],
+        "backend": plan.get("backend") or "",
+        "ops": ",".join(plan.get("ops") or []),
+        "case_set": plan.get("case_set") or "",
+        "pr": "" if plan.get("pr") is None else str(plan["pr"]),
+        "head_sha": plan.get("head_sha") or "",
+        "base_sha": plan.get("base_sha") or "",
+        "label": plan.get("label") or "",
+        "fork": "true" if plan.get("fork") else "false",
+    }
+    with path.open("a", encoding="utf-8") as fh:
+        for key, value in scalars.items():
+            fh.write(f"{key}={_one_line(value)}\n")
+        delim = f"collectbot_{secrets.token_hex(8)}"
+        for key, value in (("reason", plan["reason"]), ("plan", json.dumps(plan))):
+            fh.write(f"{key}<<{delim}\n{_one_line(value)}\n{delim}\n")
+
+
+def _one_line(value: str) -> str:
+    return value.replace("\r", " ").replace("\n", " ")
+
+
+@app.command()
+@one_line_errors
+def plan(
+    event: Annotated[
+        Path | None,
+        typer.Option(help="Webhook payload (JSON); default $GITHUB_EVENT_PATH."),
+    ] = None,
+    event_name: Annotated[
+        str | None,
+        typer.Option(
+            help="Event name; default $GITHUB_EVENT_NAME, else inferred from the payload."
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Where to write the decision as JSON.")] = Path(
+        "plan.json"
+    ),
+    backends: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated backends a label may name (default: all installed)."),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(help="Decide only: do not remove labels or post the explanation comment."),
+    ] = False,
+    api_url: ApiUrl = None,
+    token: Token = None,
+    app_id: AppId = None,
+    app_private_key_file: AppKey = None,
+    installation_id: InstallationId = None,
+    timeout: Timeout = 15.0,
+    retries: Retries = 8,
+    bot_login: BotLogin = None,
+) -> None:
+    """Decide whether this event triggers a collection, and for which backend, ops and SHA.
+
+    A trigger is a maintainer's `collect/<backend>[:<ops>][@<case-set>]` label: it approves
+    the head SHA it was applied to, if the labeler has write permission or more and the head
+    has not moved. New commits drop the label. Writes OUT (JSON) and, when set,
+    $GITHUB_OUTPUT; prints the human reason. Exit 0 whether or not it triggers.
+    """
+    from bot.github.events import (
+        PR_EVENTS,
+        infer_event_name,
+        load_payload,
+        parse_pull_request_event,
+    )
+    from bot.github.labels import default_vocabulary
+    from bot.github.plan import Plan, decide_event, decide_with_facts
+
+    path = event or (
+        Path(os.environ["GITHUB_EVENT_PATH"]) if os.environ.get("GITHUB_EVENT_PATH") else None
+    )
+    if path is None:
+        raise UserError("--event: no payload given and $GITHUB_EVENT_PATH is not set")
+    payload = load_payload(path)
+    name = event_name or os.environ.get("GITHUB_EVENT_NAME") or infer_event_name(payload)
+    known_backends, known_ops = default_vocabulary()
+    if backends:
+        known_backends = tuple(b.strip().lower() for b in backends.split(",") if b.strip())
+    pr_event = parse_pull_request_event(payload, name, str(path)) if name in PR_EVENTS else None
+    decision = decide_event(name, pr_event, backends=known_backends, ops=known_ops)
+    api = None
+    needs_api = not isinstance(decision, Plan) or (
+        bool(decision.remove_labels or decision.notice) and not dry_run
+    )
+    if needs_api:
+        from bot.github.api import RepoApi
+        from bot.github.client import config_from_env, connect
+
+        assert pr_event is not None
+        cfg = config_from_env(
+            api_url,
+            token,
+            app_id,
+            app_private_key_file,
+            installation_id,
+            timeout=timeout,
+            retries=retries,
+        )
+        api = RepoApi(connect(cfg, pr_event.repo), pr_event.repo)
+    result: Plan
+    if isinstance(decision, Plan):
+        result = decision
+    else:
+        from bot.github.facts import gather_facts
+
+        assert api is not None and pr_event is not None
+        result = _api_call(
+            lambda: decide_with_facts(pr_event, decision, gather_facts(api, pr_event)),
+            "reading the PR and the labeler's permission",
+        )
+    data = result.to_json()
+    if api is not None and not dry_run and (result.remove_labels or result.notice):
+        from bot.github.facts import apply_plan_actions
+
+        login = bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None
+        applied = _api_call(
+            lambda: apply_plan_actions(api, result, bot_login=login),
+            "removing the label and explaining why",
+        )
+        data["applied"] = {
+            "labels_removed": applied.labels_removed,
+            "comments_written": applied.comments_written,
+        }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    if os.environ.get("GITHUB_OUTPUT"):
+        write_github_output(Path(os.environ["GITHUB_OUTPUT"]), data)
+    from bot.render.sanitize import clean
+
+    verdict = "collect" if result.trigger else "skip"
+    typer.echo(f"{verdict} ({result.code}): {clean(result.reason, 600)}")
+
+
+def _api_call(fn: Any, doing: str) -> Any:
+    from github import GithubException
+    from requests import RequestException
+
+    from bot.github.publish import describe_api_error
+
+    try:
+        return fn()
+    except (GithubException, RequestException) as exc:
+        raise UserError(f"GitHub API failed while {doing}: {describe_api_error(exc)}") from None

@@ -1,0 +1,199 @@
+"""`collectbot publish`: the sticky PR comment, the commit status or check run, the job
+summary and the trigger label, from a rendered comment on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bot.cli import app
+from bot.commands.github_options import (
+    ApiUrl,
+    AppId,
+    AppKey,
+    BotLogin,
+    InstallationId,
+    Retries,
+    Timeout,
+    Token,
+)
+from bot.errors import one_line_errors
+from collector.errors import UserError
+
+CHECK_KINDS = ("status", "check-run", "none")
+
+
+def _load_plan(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"{path}: plan not found (run `collectbot plan`)")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("pr"), int):
+        raise UserError(f"{path}: field 'pr' missing or not a number")
+    return data
+
+
+@app.command()
+@one_line_errors
+def publish(
+    comment: Annotated[
+        Path, typer.Argument(help="Rendered comment (collectbot render --out); sidecar beside it.")
+    ],
+    repo: Annotated[
+        str | None,
+        typer.Option(help="owner/name; default from --plan/--event or $GITHUB_REPOSITORY."),
+    ] = None,
+    pr: Annotated[int | None, typer.Option(min=1, help="Pull request number.")] = None,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option("--plan", help="plan.json from `collectbot plan`: PR, repo, trigger label."),
+    ] = None,
+    event: Annotated[
+        Path | None,
+        typer.Option(
+            help="A workflow_run payload: the PR is resolved from its head SHA (fork-safe)."
+        ),
+    ] = None,
+    check: Annotated[
+        str, typer.Option(help="Verdict as a commit `status`, a `check-run`, or `none`.")
+    ] = "status",
+    remove_label: Annotated[
+        list[str] | None,
+        typer.Option(help="Label to remove when the run ends (repeatable); default: the plan's."),
+    ] = None,
+    keep_label: Annotated[
+        bool, typer.Option(help="Keep the plan's trigger label on the PR.")
+    ] = False,
+    details_url: Annotated[
+        str | None, typer.Option(help="Link for the status/check (default: artifacts, comment).")
+    ] = None,
+    summary: Annotated[
+        Path | None,
+        typer.Option(help="Append the comment to this job summary; default $GITHUB_STEP_SUMMARY."),
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="Write what was done as JSON to this file.")
+    ] = None,
+    api_url: ApiUrl = None,
+    token: Token = None,
+    app_id: AppId = None,
+    app_private_key_file: AppKey = None,
+    installation_id: InstallationId = None,
+    timeout: Timeout = 15.0,
+    retries: Retries = 8,
+    bot_login: BotLogin = None,
+) -> None:
+    """Post or update the bot's sticky comment and set the verdict on the commit.
+
+    One comment per (backend, GPU), found across all pages and updated in place; an older run
+    never overwrites a newer one; concurrent publishers converge on one comment. Fails with
+    one line (the rendered comment stays on disk) when GitHub refuses a write.
+    """
+    from bot.github.api import RepoApi
+    from bot.github.client import config_from_env, connect
+    from bot.github.publish import (
+        PublishOptions,
+        raise_for_errors,
+        summary_path_from_env,
+    )
+    from bot.github.publish import (
+        publish as do_publish,
+    )
+    from bot.render.rendered import load_rendered
+
+    if check not in CHECK_KINDS:
+        raise UserError(f"--check: unknown value {check!r}; use one of {', '.join(CHECK_KINDS)}")
+    if sum(x is not None for x in (pr, plan_file, event)) != 1:
+        raise UserError("give exactly one of --pr, --plan and --event to name the pull request")
+    rendered = load_rendered(comment)
+    plan_data = _load_plan(plan_file) if plan_file else None
+    run_event = None
+    if event is not None:
+        from bot.github.events import load_payload, parse_workflow_run_event
+
+        run_event = parse_workflow_run_event(load_payload(event), str(event))
+    repo_name = (
+        repo
+        or (plan_data or {}).get("repo")
+        or (run_event.repo if run_event else None)
+        or os.environ.get("GITHUB_REPOSITORY")
+    )
+    if not repo_name or "/" not in repo_name:
+        raise UserError("--repo: give owner/name (or set $GITHUB_REPOSITORY)")
+    labels = list(remove_label or [])
+    if plan_data and not keep_label and not labels and plan_data.get("label"):
+        labels = [str(plan_data["label"])]
+    cfg = config_from_env(
+        api_url,
+        token,
+        app_id,
+        app_private_key_file,
+        installation_id,
+        timeout=timeout,
+        retries=retries,
+    )
+    from github import GithubException
+    from requests import RequestException
+
+    from bot.github.publish import describe_api_error
+
+    api = RepoApi(connect(cfg, repo_name), repo_name)
+    try:
+        if run_event is not None:
+            target = _pr_for_sha(api, run_event.head_sha)
+        else:
+            number = pr if pr is not None else int((plan_data or {})["pr"])
+            target = api.pull(number)
+    except (GithubException, RequestException) as exc:
+        raise UserError(
+            f"GitHub API failed while reading the pull request on {repo_name}: "
+            f"{describe_api_error(exc)}; the rendered comment is at {comment}"
+        ) from None
+    opts = PublishOptions(
+        check=check,
+        remove_labels=labels,
+        bot_login=bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None,
+        details_url=details_url,
+        summary_path=summary or summary_path_from_env(),
+    )
+    result = do_publish(api, target, rendered, opts)
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(_report_json(result), indent=1) + "\n")
+    if result.comment:
+        c = result.comment
+        typer.echo(f"comment: {c.action} {c.comment_id} {c.url or ''}".rstrip())
+        if c.reason:
+            typer.echo(c.reason)
+        if c.deleted:
+            typer.echo(f"duplicates deleted: {', '.join(map(str, c.deleted))}")
+    if result.check:
+        state = result.check.get("state") or result.check.get("conclusion")
+        typer.echo(f"{result.check['kind']}: {state} on {result.check['sha'][:12]}")
+    if result.labels_removed:
+        typer.echo(f"labels removed: {', '.join(result.labels_removed)}")
+    raise_for_errors(result, rendered)
+
+
+def _pr_for_sha(api: Any, sha: str) -> Any:
+    """The open PR whose head is exactly this commit; never a number the PR's code wrote."""
+    matches = [p for p in api.pulls_for_commit(sha) if p.head_sha == sha and p.state == "open"]
+    if len(matches) != 1:
+        found = ", ".join(f"#{p.number}" for p in matches) or "none"
+        raise UserError(
+            f"--event: expected one open pull request with head {sha[:12]} on {api.repo}, "
+            f"found {found}"
+        )
+    return matches[0]
+
+
+def _report_json(result: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(result)

@@ -1,0 +1,254 @@
+"""The plan decision: does this event run PR code on a GPU runner, and which code exactly?
+
+A maintainer's trigger label is the approval (DESIGN.md section 7). It approves the head SHA
+the PR had when the label was applied, only when the labeler has write permission or more,
+and it is dropped as soon as new commits arrive. `decide_event` needs only the payload;
+`decide_with_facts` adds what only the API knows (the labeler's permission, the current head,
+state and labels). Both are pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bot.github.events import PR_EVENTS, PullRequestEvent
+from bot.github.labels import LabelError, TriggerLabel, is_trigger_name, parse_label
+
+# Collaborator permission levels (REST `permission`), lowest first; maintain reads as write.
+PERMISSIONS = ("none", "read", "write", "admin")
+REQUIRED_PERMISSION = "write"
+
+# Machine-readable decision codes.
+APPROVED = "approved"
+NOT_A_PR_EVENT = "not-a-pull-request-event"
+NOT_A_LABEL_EVENT = "not-a-label-event"
+UNRELATED_LABEL = "unrelated-label"
+BAD_LABEL = "bad-label"
+LABEL_REMOVED = "label-removed"
+NEW_COMMITS = "new-commits"
+PR_CLOSED = "pr-closed"
+LABELER_LACKS_PERMISSION = "labeler-lacks-permission"
+LABEL_GONE = "label-gone"
+HEAD_MOVED = "head-moved"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the API says now."""
+
+    labeler_permission: str
+    labeler_role: str | None
+    current_head_sha: str
+    current_state: str
+    current_labels: tuple[str, ...]
+
+
+@dataclass
+class Plan:
+    trigger: bool
+    code: str
+    reason: str
+    event: str
+    action: str
+    repo: str | None = None
+    pr: int | None = None
+    label: str | None = None
+    backend: str | None = None
+    ops: list[str] = field(default_factory=list)
+    case_set: str | None = None
+    head_sha: str | None = None  # the approved head: collect exactly this commit
+    base_sha: str | None = None
+    base_ref: str | None = None
+    head_repo: str | None = None
+    fork: bool = False
+    labeler: str | None = None
+    labeler_permission: str | None = None
+    # Side effects the decision asks for (the `plan` command carries them out).
+    remove_labels: list[str] = field(default_factory=list)
+    notice: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": 1, **asdict(self)}
+
+
+def short(sha: str | None) -> str:
+    return (sha or "")[:12] or "unknown"
+
+
+def _base(event: PullRequestEvent, **kw: Any) -> Plan:
+    return Plan(
+        event=event.event,
+        action=event.action,
+        repo=event.repo,
+        pr=event.number,
+        head_sha=event.head_sha,
+        base_sha=event.base_sha,
+        base_ref=event.base_ref,
+        head_repo=event.head_repo,
+        fork=event.fork,
+        labeler=event.sender if event.action in ("labeled", "unlabeled") else None,
+        **kw,
+    )
+
+
+def decide_event(
+    event_name: str,
+    event: PullRequestEvent | None,
+    *,
+    backends: tuple[str, ...],
+    ops: tuple[str, ...],
+) -> Plan | TriggerLabel:
+    """The decision from the payload alone, or the trigger label that needs the API's facts."""
+    if event_name not in PR_EVENTS or event is None:
+        return Plan(
+            trigger=False,
+            code=NOT_A_PR_EVENT,
+            reason=f"`{event_name}` events never trigger a collection; label a pull request.",
+            event=event_name,
+            action=event.action if event else "",
+        )
+    if event.action == "synchronize":
+        labels = [name for name in event.labels if is_trigger_name(name)]
+        if not labels:
+            return _base(
+                event,
+                trigger=False,
+                code=NEW_COMMITS,
+                reason=f"new commits ({short(event.head_sha)}); no trigger label to drop.",
+            )
+        names = ", ".join(f"`{name}`" for name in labels)
+        return _base(
+            event,
+            trigger=False,
+            code=NEW_COMMITS,
+            reason=(
+                f"new commits arrived (head is now {short(event.head_sha)}); a label approves "
+                f"only the commit it was applied to, so {names} must be applied again."
+            ),
+            remove_labels=labels,
+            notice=(
+                f"New commits arrived (head {short(event.before)} → {short(event.head_sha)}). "
+                f"A trigger label approves only the commit it was applied to, so {names} was "
+                "removed; results below are for the earlier head. A maintainer can re-apply the "
+                "label to collect the new head."
+            ),
+        )
+    if event.action == "unlabeled":
+        if event.label and is_trigger_name(event.label):
+            return _base(
+                event,
+                trigger=False,
+                code=LABEL_REMOVED,
+                label=event.label,
+                reason=f"trigger label `{event.label}` was removed; nothing to collect.",
+            )
+        return _base(
+            event,
+            trigger=False,
+            code=UNRELATED_LABEL,
+            label=event.label,
+            reason=f"label `{event.label}` is not a trigger label (`collect/<backend>...`).",
+        )
+    if event.action != "labeled":
+        return _base(
+            event,
+            trigger=False,
+            code=NOT_A_LABEL_EVENT,
+            reason=f"`{event.action}` does not trigger a collection; a maintainer's label does.",
+        )
+    if not event.label or not is_trigger_name(event.label):
+        return _base(
+            event,
+            trigger=False,
+            code=UNRELATED_LABEL,
+            label=event.label,
+            reason=f"label `{event.label}` is not a trigger label (`collect/<backend>...`).",
+        )
+    try:
+        trigger = parse_label(event.label, backends=backends, ops=ops)
+    except LabelError as exc:
+        return _base(event, trigger=False, code=BAD_LABEL, label=event.label, reason=str(exc))
+    assert trigger is not None
+    if event.state != "open":
+        return _base(
+            event,
+            trigger=False,
+            code=PR_CLOSED,
+            label=event.label,
+            reason=f"the pull request is {event.state}; nothing to collect.",
+        )
+    return trigger
+
+
+def permission_rank(permission: str) -> int:
+    level = "write" if permission == "maintain" else permission
+    return PERMISSIONS.index(level) if level in PERMISSIONS else 0
+
+
+def decide_with_facts(event: PullRequestEvent, trigger: TriggerLabel, facts: Facts) -> Plan:
+    common: dict[str, Any] = {
+        "label": trigger.name,
+        "backend": trigger.backend,
+        "ops": list(trigger.ops),
+        "case_set": trigger.case_set,
+        "labeler_permission": facts.labeler_permission,
+    }
+    who = f"{event.sender} ({facts.labeler_role or facts.labeler_permission})"
+    if permission_rank(facts.labeler_permission) < permission_rank(REQUIRED_PERMISSION):
+        return _base(
+            event,
+            trigger=False,
+            code=LABELER_LACKS_PERMISSION,
+            reason=(
+                f"`{trigger.name}` was applied by {who}; approving a collection needs "
+                f"{REQUIRED_PERMISSION} permission or more, so the label was removed."
+            ),
+            remove_labels=[trigger.name],
+            notice=(
+                f"`{trigger.name}` was removed: it was applied by an account without "
+                f"{REQUIRED_PERMISSION} permission on this repository, and only a maintainer's "
+                "label approves running this pull request's code on a GPU runner."
+            ),
+            **common,
+        )
+    if facts.current_state != "open":
+        return _base(
+            event,
+            trigger=False,
+            code=PR_CLOSED,
+            reason=f"the pull request is {facts.current_state} now; nothing to collect.",
+            **common,
+        )
+    if trigger.name.lower() not in {name.lower() for name in facts.current_labels}:
+        return _base(
+            event,
+            trigger=False,
+            code=LABEL_GONE,
+            reason=f"`{trigger.name}` is no longer on the pull request; nothing to collect.",
+            **common,
+        )
+    if facts.current_head_sha != event.head_sha:
+        return _base(
+            event,
+            trigger=False,
+            code=HEAD_MOVED,
+            reason=(
+                f"the head moved from {short(event.head_sha)} (labelled) to "
+                f"{short(facts.current_head_sha)} since `{trigger.name}` was applied; the label "
+                "approves only the labelled commit. Re-apply it to collect the new head."
+            ),
+            **common,
+        )
+    origin = f"fork {event.head_repo or '(deleted)'}" if event.fork else "this repository"
+    scope = ", ".join(trigger.ops) if trigger.ops else "the default ops"
+    return _base(
+        event,
+        trigger=True,
+        code=APPROVED,
+        reason=(
+            f"`{trigger.name}` applied by {who} approves head {short(event.head_sha)} from "
+            f"{origin}: collect {trigger.backend} ({scope}, case set {trigger.case_set})."
+        ),
+        **common,
+    )

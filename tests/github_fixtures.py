@@ -1,0 +1,59 @@
+"""Shared set-up for the GitHub tests: the local server, tokens, payloads, a rendered comment."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.github_server import GitHubServer, PullState
+
+DATA = Path(__file__).resolve().parent / "data" / "github"
+REPO = "Codertocat/Hello-World"
+BOT_TOKEN = "ghs_bot_token"
+MAINTAINER_TOKEN = "ghp_maintainer"
+HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"  # the head in the recorded payloads
+BASE = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
+PR = 2
+
+
+def payload(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((DATA / "webhooks" / f"{name}.json").read_text())
+    return copy.deepcopy(data)
+
+
+@pytest.fixture
+def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHubServer]:
+    server = GitHubServer(REPO)
+    server.add_token(BOT_TOKEN, "github-actions[bot]", "Bot")
+    server.add_token(MAINTAINER_TOKEN, "maintainer", "User")
+    server.permissions.update(
+        {
+            "Codertocat": ("admin", "admin"),
+            "triager": ("read", "triage"),
+            "outsider": ("read", "read"),
+        }
+    )
+    server.add_pull(PullState(number=PR, head_sha=HEAD, base_sha=BASE, head_repo=REPO, labels=[]))
+    with server.running():
+        monkeypatch.setenv("GITHUB_API_URL", server.url)
+        monkeypatch.setenv("GITHUB_TOKEN", BOT_TOKEN)
+        monkeypatch.setenv("COLLECTBOT_GITHUB_THROTTLE", "0")
+        monkeypatch.setenv("COLLECTBOT_GITHUB_BACKOFF", "0.01")
+        monkeypatch.setenv("COLLECTBOT_GITHUB_SECONDARY_WAIT", "0.2")
+        for var in (
+            "GITHUB_STEP_SUMMARY",
+            "GITHUB_OUTPUT",
+            "GITHUB_EVENT_PATH",
+            "GITHUB_EVENT_NAME",
+            "GITHUB_REPOSITORY",
+            "COLLECTBOT_APP_ID",
+            "COLLECTBOT_BOT_LOGIN",
+        ):
+            monkeypatch.delenv(var, raising=False)
+        yield server
+    assert not server.violations, "\n".join(server.violations[:20])
