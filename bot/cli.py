@@ -18,4 +18,11 @@ app = typer.Typer(
 )
 
 # Registration order is the order `--help` lists the commands in.
-from bot.commands import collect, compare, demo, render  # noqa: E402, F401
+from bot.commands import (  # noqa: E402, F401
+    campaign,
+    collect,
+    compare,
+    demo,
+    render,
+    store,
+)

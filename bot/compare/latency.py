@@ -269,6 +269,7 @@ def _judge(cols: dict[str, np.ndarray], sampled_idx: np.ndarray, settings: stats
             cols["threshold"][sampled_idx],
             settings.alpha,
             settings.min_effect,
+            settings.max_threshold,
         )
     cols["verdict"] = verdict
 
@@ -280,11 +281,13 @@ def _apply_confirmation(
     settings: stats.Settings,
     rng: np.random.Generator,
 ) -> None:
-    """Re-judge the re-measured cases on all their runs; a call stands only if replicated.
+    """Re-judge the flagged cases (first verdict in CONFIRM_VERDICTS) that the confirmation
+    records re-measured, on all their runs; a call stands only if replicated.
 
     The re-measurement is an independent replication: regressed (improved) on the pooled
-    runs is final only if the replication alone says the same, else the case is
-    inconclusive. Inconclusive cases get twice the runs, which is what resolves them.
+    runs is final only if the replication alone points the same way with an interval that
+    excludes no change; else the case is inconclusive. Inconclusive cases get the extra runs,
+    which is what resolves them.
     """
     conf_base, conf_cand = confirm
     position = {int(i): j for j, i in enumerate(sampled.index)}
@@ -293,7 +296,8 @@ def _apply_confirmation(
     for op in sorted(set(conf_base.ops) & set(conf_cand.ops)):
         b_runs = runs_by_case(conf_base.samples[op], keys)
         c_runs = runs_by_case(conf_cand.samples[op], keys)
-        for i in np.flatnonzero(cols["op"] == op):
+        flagged = (cols["op"] == op) & np.isin(cols["verdict"], CONFIRM_VERDICTS)
+        for i in np.flatnonzero(flagged):
             key = cols["key"][i]
             if key in b_runs and key in c_runs and int(i) in position:
                 conf_runs[int(i)] = (b_runs[key], c_runs[key])
@@ -310,7 +314,11 @@ def _apply_confirmation(
         replication["threshold"],
         settings.alpha,
         settings.min_effect,
+        settings.max_threshold,
     )
+    with np.errstate(invalid="ignore"):
+        rep_up = replication["lo"] > 1.0
+        rep_down = replication["hi"] < 1.0
     pooled = _run_stats(
         [
             (
@@ -329,14 +337,17 @@ def _apply_confirmation(
     cols["cand_runs"][ids] = pooled["cand_runs"].astype(np.int64)
     _judge(cols, np.asarray(sampled.index, dtype=np.int64), settings)
     final = cols["verdict"]
-    decisive = np.isin(final[ids], [stats.REGRESSED, stats.IMPROVED])
-    unreplicated = decisive & (final[ids] != rep_verdict)
-    final[ids[unreplicated]] = stats.INCONCLUSIVE
+    replicated = np.where(
+        final[ids] == stats.REGRESSED,
+        rep_up,
+        np.where(final[ids] == stats.IMPROVED, rep_down, True),
+    )
+    final[ids[~replicated]] = stats.INCONCLUSIVE
     cols["first_verdict"][ids] = first_verdict[ids]
     cols["remeasured"][ids] = True
-    cols["confirmed"][ids] = np.isin(final[ids], [stats.REGRESSED, stats.IMPROVED]) & (
-        final[ids] == first_verdict[ids]
-    )
+    # Every regressed/improved verdict of a re-measured case held on all its runs and was
+    # replicated by the re-measurement alone: that is what "confirmed" means.
+    cols["confirmed"][ids] = np.isin(final[ids], [stats.REGRESSED, stats.IMPROVED])
     cols["confirm_ratio"][ids] = replication["ratio"]
     cols["confirm_lo"][ids] = replication["lo"]
     cols["confirm_hi"][ids] = replication["hi"]

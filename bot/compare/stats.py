@@ -39,6 +39,8 @@ class Settings:
     min_effect: float = 0.01  # smallest relative change worth a verdict
     noise_mult: float = 2.0  # threshold grows with the case's own run-to-run noise
     size_only_threshold: float = 0.05  # rows without samples: a plain size rule
+    # A case whose noise threshold exceeds this is too noisy to be called "same".
+    max_threshold: float = 0.10
     bootstrap: int = 2000
     seed: int = 20261130
 
@@ -220,14 +222,16 @@ def verdicts(
     threshold: np.ndarray,
     alpha: float,
     min_effect: float,
+    max_threshold: float = Settings.max_threshold,
 ) -> np.ndarray:
     """Verdicts for many cases at once (arrays of equal length; NaN q = not significant).
 
     Regressed (improved): the run-level test is significant after FDR control, the interval
     excludes every change smaller than `min_effect`, and the estimate exceeds the case's own
     threshold. Same: the interval lies inside the threshold band, or the estimate does and the
-    interval stays within twice the band (or the change is real but below the threshold).
-    Anything else is inconclusive.
+    interval stays within twice the band (or the change is real but below the threshold); a
+    case whose threshold exceeds `max_threshold` is too noisy to be called the same. Anything
+    else is inconclusive.
     """
     up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
     floor_up, floor_down = 1.0 + min_effect, 1.0 / (1.0 + min_effect)
@@ -239,8 +243,9 @@ def verdicts(
         inside = (down <= lo) & (hi <= up)
         near_band = (wide_down <= lo) & (hi <= wide_up)
         near = (down <= ratio) & (ratio <= up) & (significant | near_band)
+        quiet = threshold <= max_threshold
     return np.select(
-        [regressed, improved, inside | near],
+        [regressed, improved, (inside | near) & quiet],
         [REGRESSED, IMPROVED, SAME],
         default=INCONCLUSIVE,
     ).astype(object)
@@ -254,10 +259,11 @@ def verdict(
     threshold: float,
     alpha: float,
     min_effect: float = Settings.min_effect,
+    max_threshold: float = Settings.max_threshold,
 ) -> str:
     """One case's verdict: see `verdicts`."""
     r, low, high, qv, th = (np.array([v], dtype=float) for v in (ratio, lo, hi, q, threshold))
-    return str(verdicts(r, low, high, qv, th, alpha, min_effect)[0])
+    return str(verdicts(r, low, high, qv, th, alpha, min_effect, max_threshold)[0])
 
 
 def size_only_verdicts(ratio: np.ndarray, settings: Settings) -> np.ndarray:

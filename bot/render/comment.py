@@ -120,7 +120,7 @@ def _case_row(case: dict[str, Any]) -> dict[str, Any]:
     verdict = case["verdict"] + (" (size only)" if case.get("method") == "size-only" else "")
     if case.get("confirmed"):
         verdict += " · confirmed"
-    elif case.get("remeasured") and case.get("first_verdict") != case["verdict"]:
+    if case.get("remeasured") and case.get("first_verdict") != case["verdict"]:
         verdict += f" (first pass: {case.get('first_verdict')}; re-measured)"
     return {
         "label": case_label(case),
