@@ -23,6 +23,7 @@ from bot.commands import (  # noqa: E402, F401
     collect,
     compare,
     demo,
+    import_aic,
     render,
     store,
 )

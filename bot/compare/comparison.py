@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bot import __version__
@@ -64,34 +66,38 @@ def provenance(record: RunRecord) -> dict[str, Any]:
 
 
 def _planned(record: RunRecord) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+    """Planned cases per op (from run.json) and per (op, dtype family) (rows and failures)."""
     per_op = {
         op: int(v.get("planned", 0))
         for op, v in record.meta.get("counts", {}).get("per_op", {}).items()
     }
     family: Counter[tuple[str, str]] = Counter()
-    keys: set[str] = set()
     for op, table in record.perf.items():
-        dtype_field = _dtype_field(op)
-        for key, dtype in zip(
-            table.column("case_key").to_pylist(), table.column(dtype_field).to_pylist(), strict=True
-        ):
-            keys.add(key)
-            family[(op, str(dtype))] += 1
-    for f in record.failures:
-        if f.case_key not in keys:
-            keys.add(f.case_key)
-            family[(f.op, f.dtype)] += 1
+        column = pc.cast(table.column(_dtype_field(op)), pa.string())
+        for item in pc.value_counts(column).to_pylist():
+            family[(op, str(item["values"]))] += int(item["counts"])
+    failed = {f.case_key: f for f in record.failures}
+    for key in sorted(set(failed) - measured_keys(record, set(failed))):
+        family[(failed[key].op, failed[key].dtype)] += 1
     return per_op, dict(family)
+
+
+def measured_keys(record: RunRecord, keys: set[str]) -> set[str]:
+    """Which of `keys` have a perf row in the record (column-wise: records can be large)."""
+    if not keys:
+        return set()
+    wanted = pa.array(sorted(keys), type=pa.string())
+    found: set[str] = set()
+    for table in record.perf.values():
+        present = pc.is_in(wanted, value_set=table.column("case_key").combine_chunks())
+        found.update(wanted.filter(present).to_pylist())
+    return found
 
 
 def _dtype_field(op: str) -> str:
     from collector.ops import get_op
 
     return get_op(op).dtype_field
-
-
-def _keys_by_op(record: RunRecord) -> dict[str, set[str]]:
-    return {op: set(t.column("case_key").to_pylist()) for op, t in record.perf.items()}
 
 
 def has_samples(record: RunRecord) -> bool:
@@ -149,9 +155,13 @@ def compare_runs(
     baseline = baseline or Baseline()
     planned_by_op, planned_by_family = _planned(cand)
     groups = compare_groups(
-        base.failures, cand.failures, planned_by_op, planned_by_family, _keys_by_op(cand)
+        base.failures,
+        cand.failures,
+        planned_by_op,
+        planned_by_family,
+        measured_keys(cand, {f.case_key for f in base.failures}),
     )
-    coverage = compare_coverage(base, cand, _keys_by_op(base), _keys_by_op(cand))
+    coverage = compare_coverage(base, cand)
     latency, table = compare_latency(base, cand, settings, confirm)
     latency["cases_file"] = CASES_PARQUET
     result: dict[str, Any] = {
@@ -359,7 +369,7 @@ def write_comparison(result: Comparison | dict[str, Any], out_dir: Path) -> Path
         data["latency"] = {**data["latency"], "cases_file": None}
     path = out_dir / COMPARISON_JSON
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(_jsonable(data), indent=1, allow_nan=False) + "\n")
+    tmp.write_text(json.dumps(_jsonable(data), separators=(",", ":"), allow_nan=False) + "\n")
     tmp.replace(path)
     return path
 

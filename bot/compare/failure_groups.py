@@ -49,13 +49,13 @@ def compare_groups(
     cand: list[FailureRecord],
     planned_by_op: dict[str, int],
     planned_by_op_dtype: dict[tuple[str, str], int],
-    cand_rows: dict[str, set[str]] | None = None,
+    measured: set[str] | None = None,
 ) -> dict[str, Any]:
     """New, persisting and resolved groups. A resolved group says how many of its cases the
-    candidate measured (`now_measured`): resolved by a fix, or only because they were not
-    attempted."""
+    candidate measured (`now_measured`, given the keys with candidate rows): resolved by a
+    fix, or only because they were not attempted."""
     b, c = summarise_groups(base), summarise_groups(cand)
-    measured = set().union(*cand_rows.values()) if cand_rows else set()
+    measured = measured or set()
     base_cases: dict[str, set[str]] = defaultdict(set)
     for f in base:
         base_cases[f.group_key].add(f.case_key)

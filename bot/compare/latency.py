@@ -104,31 +104,32 @@ class _OpMatch:
 
 
 def _match(base: RunRecord, cand: RunRecord, op: str) -> _OpMatch:
-    b, c = base.perf[op], cand.perf[op]
-    bk, ck = b.column("case_key"), c.column("case_key")
+    """Cases of one op measured on both sides (in the candidate's plan order), and the counts
+    of cases added and removed (a case that now fails is a failure finding, not removed)."""
+    spec = get_op(op)
+    wanted = list(dict.fromkeys(["case_key", "latency", "kernel_source", *spec.field_names]))
+    b, c = base.perf[op].select(wanted), cand.perf[op].select(wanted)
+    bk, ck = b.column("case_key").combine_chunks(), c.column("case_key").combine_chunks()
     idx = pc.index_in(ck, value_set=bk)
     valid = pc.is_valid(idx)
     c_rows = c.filter(valid)
-    b_idx = idx.filter(valid)
-    order = pc.sort_indices(c_rows.column("case_key"))
-    c_rows = c_rows.take(order)
-    b_rows = b.take(b_idx.take(order))
-    cand_failed = pa.array(sorted({f.case_key for f in cand.failures}), type=pa.string())
+    b_idx = idx.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64)
+    b_rows = b.select(["latency", "kernel_source"]).take(pa.array(b_idx))
     base_failed = pa.array(sorted({f.case_key for f in base.failures}), type=pa.string())
-    new = pc.invert(pc.is_in(ck, value_set=bk))
-    added = int(pc.sum(pc.and_(new, pc.invert(pc.is_in(ck, value_set=base_failed)))).as_py() or 0)
-    gone = pc.invert(pc.is_in(bk, value_set=ck))
-    removed = int(
-        pc.sum(pc.and_(gone, pc.invert(pc.is_in(bk, value_set=cand_failed)))).as_py() or 0
-    )
+    cand_failed = pa.array(sorted({f.case_key for f in cand.failures}), type=pa.string())
+    new = pc.invert(valid)
+    added = pc.sum(pc.and_(new, pc.invert(pc.is_in(ck, value_set=base_failed)))).as_py()
+    matched = np.zeros(len(bk), dtype=bool)
+    matched[b_idx] = True
+    gone = ~matched & ~pc.is_in(bk, value_set=cand_failed).to_numpy(zero_copy_only=False)
     return _OpMatch(
         op=op,
         keys=np.asarray(c_rows.column("case_key").to_pylist(), dtype=object),
         table=c_rows,
         base_ms=b_rows.column("latency").to_numpy(zero_copy_only=False).astype(float),
         kernel_base=np.asarray(b_rows.column("kernel_source").to_pylist(), dtype=object),
-        added=added,
-        removed=removed,
+        added=int(added or 0),
+        removed=int(np.count_nonzero(gone)),
     )
 
 
@@ -208,7 +209,7 @@ def build_case_table(
         keys = pa.array(m.keys.tolist(), type=pa.string())
         b_runs = runs_by_case(base.samples[m.op], keys) if m.op in base.samples else {}
         c_runs = runs_by_case(cand.samples[m.op], keys) if m.op in cand.samples else {}
-        for i, key in enumerate(m.keys):
+        for i, key in enumerate(m.keys if b_runs and c_runs else ()):
             br, cr = b_runs.get(key), c_runs.get(key)
             if br and cr:
                 sampled.index.append(offset + i)
@@ -374,6 +375,29 @@ def _summary(table: CaseTable, added: dict[str, int], removed: dict[str, int]) -
     }
 
 
+def _codes(*columns: np.ndarray) -> tuple[np.ndarray, list[tuple[str, ...]]]:
+    """Group codes of rows over several text columns, and each code's values (sorted)."""
+    combined = np.zeros(len(columns[0]), dtype=np.int64)
+    dictionaries = []
+    for values in columns:
+        encoded = pc.dictionary_encode(pa.array(values.tolist(), type=pa.string()))
+        dictionary = encoded.dictionary.to_pylist()
+        combined = combined * (len(dictionary) + 1) + encoded.indices.to_numpy(zero_copy_only=False)
+        dictionaries.append(dictionary)
+    uniques, inverse = np.unique(combined, return_inverse=True)
+    labels = []
+    for code in uniques:
+        parts = []
+        for dictionary in reversed(dictionaries):
+            code, index = divmod(int(code), len(dictionary) + 1)
+            parts.append(str(dictionary[index]))
+        labels.append(tuple(reversed(parts)))
+    order = sorted(range(len(labels)), key=lambda i: labels[i])
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse], [labels[i] for i in order]
+
+
 def _grouped(
     table: CaseTable,
     by: tuple[tuple[str, str], ...],
@@ -383,19 +407,14 @@ def _grouped(
     """Geometric-mean ratio with an interval over cases, per group of `by` (column, name)."""
     if not len(table):
         return []
-    labels = table[by[0][0]].astype(str)
-    for column, _ in by[1:]:
-        labels = np.char.add(np.char.add(labels, "\x1f"), table[column].astype(str))
-    names, inverse = np.unique(labels, return_inverse=True)
+    codes, labels = _codes(*(table[column] for column, _ in by))
     logs = np.log(table["ratio"])
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.flatnonzero(np.diff(inverse[order])) + 1
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
     out = []
-    for name, members in zip(names, np.split(order, bounds), strict=True):
+    for label, members in zip(labels, np.split(order, bounds), strict=True):
         point, lo, hi = stats.geomean_interval(logs[members], settings, rng)
-        row: dict[str, Any] = dict(
-            zip((out_name for _, out_name in by), str(name).split("\x1f"), strict=True)
-        )
+        row: dict[str, Any] = dict(zip((name for _, name in by), label, strict=True))
         row.update(
             cases=int(members.size),
             geomean=point,
@@ -409,23 +428,27 @@ def _grouped(
 
 def _dispatch_changes(table: CaseTable) -> list[dict[str, Any]]:
     changed = np.flatnonzero(table["kernel_base"] != table["kernel_cand"])
-    pairs: dict[tuple[str, str, str], list[int]] = defaultdict(list)
-    for i in changed:
-        pairs[(table["op"][i], table["kernel_base"][i], table["kernel_cand"][i])].append(int(i))
+    if not changed.size:
+        return []
+    codes, labels = _codes(
+        table["op"][changed], table["kernel_base"][changed], table["kernel_cand"][changed]
+    )
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
     out = []
-    for (op, frm, to), members in sorted(pairs.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        logs = np.log(table["ratio"][members])
+    for (op, frm, to), members in zip(labels, np.split(order, bounds), strict=True):
+        rows = changed[members]
         out.append(
             {
                 "op": op,
                 "from": frm,
                 "to": to,
-                "count": len(members),
-                "geomean": float(np.exp(np.mean(logs))),
-                "sample_cases": [str(table["key"][i]) for i in members[:5]],
+                "count": int(rows.size),
+                "geomean": float(np.exp(np.mean(np.log(table["ratio"][rows])))),
+                "sample_cases": [str(table["key"][i]) for i in rows[:5]],
             }
         )
-    return out
+    return sorted(out, key=lambda d: (-d["count"], d["op"], d["from"], d["to"]))
 
 
 def _histogram(ratios: np.ndarray) -> dict[str, Any]:
