@@ -18,6 +18,7 @@ from bot.cli import app
 from collector.caseplan import CaseSelector, build_plan
 from collector.errors import UserError
 from collector.record import read_record, sha256_file
+from tests.schema_check import assert_valid_comparison
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +93,7 @@ def campaign_dir(
     out = tmp_path_factory.mktemp("campaign") / "ab"
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # steadier CPU timings under load
     result = runner.invoke(
-        app, _campaign_args(repo, out, "--canary-slow", CANARY, "--canary-factor", "3")
+        app, _campaign_args(repo, out, "--canary-slow", CANARY, "--canary-factor", "10")
     )
     yield out, result
 
@@ -138,13 +139,13 @@ def test_campaign_confirms_the_canary_before_commenting(campaign_dir: tuple[Path
         ).cases
         if CaseSelector.parse(CANARY).matches(c)
     }
-    first = json.loads((out / "first-pass" / "comparison.json").read_text())
+    first = assert_valid_comparison(out / "first-pass")
     assert first["confirmation"]["performed"] is False
     flagged = set((out / "confirm" / "cases.txt").read_text().split())
     first_changed = {c["key"] for c in first["latency"]["cases"] if c["verdict"] != "same"}
     assert flagged == first_changed
     assert slowed <= flagged
-    final = json.loads((out / "comparison" / "comparison.json").read_text())
+    final = assert_valid_comparison(out / "comparison")
     assert final["baseline"]["kind"] == "merge-base"
     assert final["baseline"]["paired"] is True
     assert final["confirmation"]["performed"] is True

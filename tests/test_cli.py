@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from tests.factories import gemm_case, simulated_runs, write_record
+from tests.schema_check import assert_valid_comparison
 
 runner = CliRunner()
 COMMANDS = ["collect", "compare", "render", "demo", "store", "campaign"]
@@ -58,7 +58,7 @@ def test_compare_and_render(tmp_path: Path, rng: np.random.Generator) -> None:
     result = runner.invoke(app, ["compare", str(base), str(cand), "--out", str(tmp_path / "cmp")])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("red: 1 regressed")
-    data = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
+    data = assert_valid_comparison(tmp_path / "cmp")
     assert data["schema_version"] == 2
     assert data["baseline"]["kind"] == "explicit-run"
     assert (tmp_path / "cmp" / "cases.parquet").is_file()
@@ -123,7 +123,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     comment_path = Path(result.output.strip().splitlines()[-1])
     assert comment_path == out / "comment.md"
     body = comment_path.read_text()
-    data = json.loads((out / "comparison" / "comparison.json").read_text())
+    data = assert_valid_comparison(out / "comparison")
     slow = CaseSelector.parse(DEMO_SLOW)
     fail = CaseSelector.parse(DEMO_FAIL)
     plan = build_plan(("gemm",), case_set="demo")

@@ -12,6 +12,7 @@ from bot.compare.latency import cases_to_confirm
 from collector.caseplan import Case
 from collector.record import read_record
 from tests.factories import gemm_case, simulated_runs, write_record
+from tests.schema_check import assert_valid_comparison
 
 REAL = gemm_case(16)  # truly 10% slower
 FLUKE = gemm_case(32)  # looked 6% slower in the first pass only (a transient)
@@ -54,6 +55,7 @@ def test_first_pass_flags_and_confirmation_rejudges(
     assert not flagged & {c.key for c in STEADY}
     confirm = (read_record(paths["cbase"]), read_record(paths["ccand"]))
     final = compare_runs(base, cand, confirm=confirm)
+    assert_valid_comparison(final.data)
     by_key = {c["key"]: c for c in final.data["latency"]["cases"]}
     real = by_key[REAL.key]
     assert (real["verdict"], real["first_verdict"], real["confirmed"]) == (

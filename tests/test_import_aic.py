@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from bot.importers.aic import import_aic
 from collector.caseplan import Case
 from collector.errors import UserError
 from collector.record import read_record
+from tests.schema_check import assert_valid_comparison
 
 runner = CliRunner()
 IDENTITY = {"framework": "VLLM", "device": "NVIDIA H200", "op_name": "gemm"}
@@ -111,7 +111,7 @@ def test_two_imported_tables_compare_by_size_with_dispatch_findings(tmp_path: Pa
     base = read_record(import_aic([old], tmp_path / "a"))
     cand = read_record(import_aic([new], tmp_path / "b"))
     result = compare_runs(base, cand)
-    data = result.data
+    data = assert_valid_comparison(result.data)
     assert data["baseline"]["kind"] == "imported-table"
     assert data["baseline"]["has_samples"] is False
     summary = data["latency"]["summary"]
@@ -218,7 +218,7 @@ def test_cli_import_then_compare(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert result.output.startswith("red: 6 regressed, 6 improved")
-    data = json.loads((tmp_path / "c" / "comparison.json").read_text())
+    data = assert_valid_comparison(tmp_path / "c")
     assert data["candidate"]["source"] == "aiconfigurator"
     cases = pq.read_table(tmp_path / "c" / "cases.parquet")
     assert cases.num_rows == 12

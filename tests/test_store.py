@@ -16,6 +16,7 @@ from bot.store import MANIFEST, RunStore, StoreKey, key_of, slug
 from collector.errors import UserError
 from collector.record import read_record
 from tests.factories import gemm_case, simulated_runs, write_record
+from tests.schema_check import assert_valid_comparison
 
 runner = CliRunner()
 CASES = [gemm_case(m) for m in (1, 2, 4)]
@@ -108,7 +109,7 @@ def test_cli_put_list_get_and_compare_from_store(tmp_path: Path, rng: np.random.
         app, ["compare", str(cand), "--baseline-from-store", store, "--out", str(out)]
     )
     assert result.exit_code == 0, result.output
-    data = json.loads((out / "comparison.json").read_text())
+    data = assert_valid_comparison(out)
     assert data["baseline"]["kind"] == "previous-run"
     assert data["baseline"]["run_id"] == "base"
     assert data["baseline"]["store"]["url"] == store
