@@ -156,7 +156,7 @@ def _run_stats(
     medians = [(stats.run_medians(b), stats.run_medians(c)) for b, c in pairs]
     for i, (bm, cm) in enumerate(medians):
         noise = stats.noise_of(bm, cm)
-        out["ratio"][i] = float(np.median(cm) / np.median(bm))
+        out["ratio"][i] = stats.median(cm) / stats.median(bm)
         out["noise"][i] = noise
         out["threshold"][i] = stats.threshold_for(noise, settings)
         out["base_runs"][i] = bm.size
