@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bot.compare.comparison import compare_runs
 from bot.importers.aic import import_aic
@@ -44,6 +45,54 @@ def _cli(data: Path, root: Path) -> float:
     return time.perf_counter() - t0
 
 
+def run(data: Path, root: Path) -> dict[str, Any]:
+    """Import both tables into `root`, compare and render; the figures as a dict."""
+    t0 = time.perf_counter()
+    import_aic([data / OLD], root / "old")
+    import_aic([data / NEW], root / "new")
+    t1 = time.perf_counter()
+    old, new = read_record(root / "old"), read_record(root / "new")
+    t2 = time.perf_counter()
+    result = compare_runs(old, new)
+    t3 = time.perf_counter()
+    result.write(root / "cmp")
+    t4 = time.perf_counter()
+    body = render_comment(result.data)
+    t5 = time.perf_counter()
+    latency = result.data["latency"]
+    summary = latency["summary"]
+    return {
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "import_s": round(t1 - t0, 3),
+        "read_s": round(t2 - t1, 3),
+        "compare_s": round(t3 - t2, 3),
+        "write_s": round(t4 - t3, 3),
+        "render_s": round(t5 - t4, 3),
+        "total_s": round(t5 - t0, 3),
+        "rows": {"0.19.0": old.perf["gemm"].num_rows, "0.24.0": new.perf["gemm"].num_rows},
+        "matched": summary["matched"],
+        "added": summary["added"],
+        "removed": summary["removed"],
+        "verdicts": summary["verdicts"],
+        "by_dtype": [
+            {
+                "dtype": g["dtype"],
+                "cases": g["cases"],
+                "geomean": round(g["geomean"], 4),
+                "ci": [round(g["lo"], 4), round(g["hi"], 4)],
+            }
+            for g in latency["by_dtype"]
+        ],
+        "dispatch_changes": [
+            {k: d[k] for k in ("from", "to", "count")} | {"geomean": round(d["geomean"], 4)}
+            for d in latency["dispatch_changes"]
+        ],
+        "comparison_json_bytes": (root / "cmp" / "comparison.json").stat().st_size,
+        "cases_parquet_bytes": (root / "cmp" / "cases.parquet").stat().st_size,
+        "comment_chars": len(body),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -54,60 +103,10 @@ def main() -> None:
         if not (data / name).is_file():
             sys.exit(f"error: {data / name}: not found (pass --data)")
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        t0 = time.perf_counter()
-        import_aic([data / OLD], root / "old")
-        import_aic([data / NEW], root / "new")
-        t1 = time.perf_counter()
-        old, new = read_record(root / "old"), read_record(root / "new")
-        t2 = time.perf_counter()
-        result = compare_runs(old, new)
-        t3 = time.perf_counter()
-        result.write(root / "cmp")
-        t4 = time.perf_counter()
-        body = render_comment(result.data)
-        t5 = time.perf_counter()
-        json_bytes = (root / "cmp" / "comparison.json").stat().st_size
-        parquet_bytes = (root / "cmp" / "cases.parquet").stat().st_size
-        cli_s = _cli(data, root / "cli") if args.cli else None
-    latency = result.data["latency"]
-    summary = latency["summary"]
-    print(
-        json.dumps(
-            {
-                "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-                "import_s": round(t1 - t0, 3),
-                "read_s": round(t2 - t1, 3),
-                "compare_s": round(t3 - t2, 3),
-                "write_s": round(t4 - t3, 3),
-                "render_s": round(t5 - t4, 3),
-                "total_s": round(t5 - t0, 3),
-                "cli_total_s": round(cli_s, 3) if cli_s is not None else None,
-                "rows": {"0.19.0": old.perf["gemm"].num_rows, "0.24.0": new.perf["gemm"].num_rows},
-                "matched": summary["matched"],
-                "added": summary["added"],
-                "removed": summary["removed"],
-                "verdicts": summary["verdicts"],
-                "by_dtype": [
-                    {
-                        "dtype": g["dtype"],
-                        "cases": g["cases"],
-                        "geomean": round(g["geomean"], 4),
-                        "ci": [round(g["lo"], 4), round(g["hi"], 4)],
-                    }
-                    for g in latency["by_dtype"]
-                ],
-                "dispatch_changes": [
-                    {k: d[k] for k in ("from", "to", "count")} | {"geomean": round(d["geomean"], 4)}
-                    for d in latency["dispatch_changes"]
-                ],
-                "comparison_json_bytes": json_bytes,
-                "cases_parquet_bytes": parquet_bytes,
-                "comment_chars": len(body),
-            },
-            indent=1,
-        )
-    )
+        figures = run(data, Path(tmp))
+        if args.cli:
+            figures["cli_total_s"] = round(_cli(data, Path(tmp) / "cli"), 3)
+    print(json.dumps(figures, indent=1))
 
 
 if __name__ == "__main__":
