@@ -270,7 +270,7 @@ def _judge(cols: dict[str, np.ndarray], sampled_idx: np.ndarray, settings: stats
             cols["threshold"][sampled_idx],
             settings.alpha,
             settings.min_effect,
-            settings.max_threshold,
+            settings.max_same_band,
         )
     cols["verdict"] = verdict
 
@@ -315,7 +315,7 @@ def _apply_confirmation(
         replication["threshold"],
         settings.alpha,
         settings.min_effect,
-        settings.max_threshold,
+        settings.max_same_band,
     )
     with np.errstate(invalid="ignore"):
         rep_up = replication["lo"] > 1.0

@@ -42,8 +42,8 @@ class Settings:
     min_effect: float = 0.01  # smallest relative change worth a verdict
     noise_mult: float = 2.0  # threshold grows with the case's own run-to-run noise
     size_only_threshold: float = 0.05  # rows without samples: a plain size rule
-    # A case whose noise threshold exceeds this is too noisy to be called "same".
-    max_threshold: float = 0.10
+    # The "same" band is never wider than this: a very noisy case is not "same".
+    max_same_band: float = 0.10
     bootstrap: int = 2000
     seed: int = 20261130
 
@@ -236,30 +236,31 @@ def verdicts(
     threshold: np.ndarray,
     alpha: float,
     min_effect: float,
-    max_threshold: float = Settings.max_threshold,
+    max_same_band: float = Settings.max_same_band,
 ) -> np.ndarray:
     """Verdicts for many cases at once (arrays of equal length; NaN q = not significant).
 
     Regressed (improved): the run-level test is significant after FDR control, the interval
     excludes every change smaller than `min_effect`, and the estimate exceeds the case's own
-    threshold. Same: the interval lies inside the threshold band, or the estimate does and the
-    interval stays within twice the band (or the change is real but below the threshold); a
-    case whose threshold exceeds `max_threshold` is too noisy to be called the same. Anything
-    else is inconclusive.
+    threshold. Same: the interval lies inside the band, or the estimate does and the interval
+    stays within twice the band (or the change is real but below the threshold); the band is
+    the threshold, never wider than `max_same_band`, so a very noisy case is not "same".
+    Anything else is inconclusive.
     """
     up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
     floor_up, floor_down = 1.0 + min_effect, 1.0 / (1.0 + min_effect)
-    wide_up, wide_down = 1.0 + 2 * threshold, 1.0 / (1.0 + 2 * threshold)
+    band = np.minimum(threshold, max_same_band)
+    b_up, b_down = 1.0 + band, 1.0 / (1.0 + band)
+    wide_up, wide_down = 1.0 + 2 * band, 1.0 / (1.0 + 2 * band)
     with np.errstate(invalid="ignore"):
         significant = np.isfinite(q) & (q < alpha)
         regressed = significant & (lo > floor_up) & (ratio > up)
         improved = significant & (hi < floor_down) & (ratio < down)
-        inside = (down <= lo) & (hi <= up)
+        inside = (b_down <= lo) & (hi <= b_up)
         near_band = (wide_down <= lo) & (hi <= wide_up)
-        near = (down <= ratio) & (ratio <= up) & (significant | near_band)
-        quiet = threshold <= max_threshold
+        near = (b_down <= ratio) & (ratio <= b_up) & (significant | near_band)
     return np.select(
-        [regressed, improved, (inside | near) & quiet],
+        [regressed, improved, inside | near],
         [REGRESSED, IMPROVED, SAME],
         default=INCONCLUSIVE,
     ).astype(object)
@@ -273,11 +274,11 @@ def verdict(
     threshold: float,
     alpha: float,
     min_effect: float = Settings.min_effect,
-    max_threshold: float = Settings.max_threshold,
+    max_same_band: float = Settings.max_same_band,
 ) -> str:
     """One case's verdict: see `verdicts`."""
     r, low, high, qv, th = (np.array([v], dtype=float) for v in (ratio, lo, hi, q, threshold))
-    return str(verdicts(r, low, high, qv, th, alpha, min_effect, max_threshold)[0])
+    return str(verdicts(r, low, high, qv, th, alpha, min_effect, max_same_band)[0])
 
 
 def size_only_verdicts(ratio: np.ndarray, settings: Settings) -> np.ndarray:
