@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bot.compare.comparison import compare_records, write_comparison
+from bot.compare.comparison import compare_runs
 from bot.render.comment import render_comment
 from collector.caseplan import Case
 from collector.record import read_record
@@ -45,10 +45,10 @@ def main() -> None:
         t0 = time.perf_counter()
         base, cand = read_record(root / "base"), read_record(root / "cand")
         t1 = time.perf_counter()
-        result = compare_records(base, cand)
-        write_comparison(result, root / "cmp")
+        result = compare_runs(base, cand)
+        result.write(root / "cmp")
         t2 = time.perf_counter()
-        body = render_comment(result)
+        body = render_comment(result.data)
         t3 = time.perf_counter()
     print(
         json.dumps(

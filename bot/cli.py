@@ -19,11 +19,14 @@ app = typer.Typer(
 
 # Registration order is the order `--help` lists the commands in.
 from bot.commands import (  # noqa: E402, F401
+    campaign,
     collect,
     compare,
     demo,
     image,
+    import_aic,
     plan,
     publish,
     render,
+    store,
 )

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from bot.collect_command import collect_command
-from bot.compare.comparison import compare_records, write_comparison
+from bot.compare.comparison import Baseline, compare_runs
 from bot.compare.stats import Settings
 from bot.render.comment import render_comment
 from bot.render.rendered import comparison_meta, write_rendered
@@ -73,11 +73,14 @@ def run_demo(out: Path, quiet: bool = False) -> DemoResult:
                 collection.run_round(run, progress, task)
     base.finish("complete")
     cand.finish("complete")
-    result = compare_records(
-        read_record(out / "base-run"), read_record(out / "cand-run"), DEMO_SETTINGS, "demo"
+    result = compare_runs(
+        read_record(out / "base-run"),
+        read_record(out / "cand-run"),
+        DEMO_SETTINGS,
+        Baseline(kind="explicit-run", paired=True),
     )
-    cmp_path = write_comparison(result, out / "comparison")
+    cmp_path = result.write(out / "comparison")
     comment = out / "comment.md"
-    body = render_comment(result)
-    write_rendered(comment, body, comparison_meta(result, body, None))
+    body = render_comment(result.data)
+    write_rendered(comment, body, comparison_meta(result.data, body, None))
     return DemoResult(out=out, comment=comment, comparison=cmp_path)

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from collector.aggregate import RunResult, summarise
@@ -389,24 +390,31 @@ def _read_table(path: Path, required: Iterable[str]) -> pa.Table:
 
 
 def _read_perf(path: Path, op: str, anomalies: list[Anomaly]) -> pa.Table:
+    """Drop (and report) repeated case keys and non-positive or NaN latencies, column-wise:
+    a 100k-row table reads in milliseconds."""
     spec = get_op(op)
     table = _read_table(path, ("case_key", "latency", "kernel_source", *spec.field_names))
-    keys = table.column("case_key").to_pylist()
-    lat = table.column("latency").to_pylist()
-    keep = []
-    seen: set[str] = set()
-    for i, (key, value) in enumerate(zip(keys, lat, strict=True)):
-        if key in seen:
+    n = table.num_rows
+    if n == 0:
+        return table
+    keys = pc.fill_null(table.column("case_key").combine_chunks(), "")
+    codes = pc.index_in(keys, value_set=pc.unique(keys)).to_numpy(zero_copy_only=False)
+    is_first = np.zeros(n, dtype=bool)
+    is_first[np.unique(codes, return_index=True)[1]] = True
+    lat = pc.cast(table.column("latency"), pa.float64()).to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(lat) & (lat > 0)
+    keep = is_first & valid
+    if keep.all():
+        return table
+    for i in np.flatnonzero(~keep):
+        key = keys[int(i)].as_py()
+        if not is_first[i]:
             anomalies.append(Anomaly("duplicate_case", path.name, f"{key} appears more than once"))
-            continue
-        seen.add(key)
-        if value is None or not math.isfinite(value) or value <= 0:
+        else:
+            value = table.column("latency")[int(i)].as_py()
             anomalies.append(Anomaly("invalid_latency", path.name, f"{key}: latency {value!r}"))
-            continue
-        keep.append(i)
-    if len(keep) != table.num_rows:
-        table = table.take(pa.array(keep, type=pa.int64()))
-    return table
+    return table.filter(pa.array(keep))
 
 
 def _read_failures(path: Path) -> list[FailureRecord]:

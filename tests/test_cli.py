@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -9,9 +10,31 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from tests.factories import gemm_case, simulated_runs, write_record
+from tests.schema_check import assert_valid_comparison
 
 runner = CliRunner()
-COMMANDS = ["collect", "compare", "render", "demo", "plan", "publish"]
+COMMANDS = [
+    "collect",
+    "compare",
+    "render",
+    "demo",
+    "store",
+    "campaign",
+    "plan",
+    "publish",
+    "image",
+    "import-aic",
+]
+
+
+def _leaves(group: Any, path: list[str]) -> list[tuple[list[str], Any]]:
+    sub: dict[str, Any] | None = getattr(group, "commands", None)
+    if not sub:
+        return [(path, group)]
+    out: list[tuple[list[str], Any]] = []
+    for name, command in sub.items():
+        out += _leaves(command, [*path, name])
+    return out
 
 
 def test_help_explains_every_option() -> None:
@@ -21,16 +44,16 @@ def test_help_explains_every_option() -> None:
     assert result.exit_code == 0
     for command in COMMANDS:
         assert command in result.output
-    group = typer.main.get_command(app)
-    commands = group.commands  # type: ignore[attr-defined]
-    for name in COMMANDS:
-        command = commands[name]
-        assert command.help and len(command.help) > 20
-        result = runner.invoke(app, [name, "--help"])
+    leaves = _leaves(typer.main.get_command(app), [])
+    assert {p[0] for p, _ in leaves} >= set(COMMANDS)
+    for path, command in leaves:
+        help_text: str | None = getattr(command, "help", None)
+        assert help_text and len(help_text) > 20, path
+        result = runner.invoke(app, [*path, "--help"])
         assert result.exit_code == 0, result.output
-        for param in command.params:
+        for param in getattr(command, "params", []):
             text = getattr(param, "help", None)
-            assert text and len(text) > 8, f"{name} {param.name} has no help"
+            assert text and len(text) > 8, f"{path} {param.name} has no help"
 
 
 def _runs(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, Path]:
@@ -47,8 +70,10 @@ def test_compare_and_render(tmp_path: Path, rng: np.random.Generator) -> None:
     result = runner.invoke(app, ["compare", str(base), str(cand), "--out", str(tmp_path / "cmp")])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("red: 1 regressed")
-    data = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
-    assert data["schema_version"] == 1
+    data = assert_valid_comparison(tmp_path / "cmp")
+    assert data["schema_version"] == 2
+    assert data["baseline"]["kind"] == "explicit-run"
+    assert (tmp_path / "cmp" / "cases.parquet").is_file()
     result = runner.invoke(
         app, ["render", str(tmp_path / "cmp"), "--out", str(tmp_path / "c.md"), "--head-sha", "f00"]
     )
@@ -111,7 +136,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert comment_path == out / "comment.md"
     body = comment_path.read_text()
     assert json.loads((out / "comment.json").read_text())["level"] == "red"  # publishable
-    data = json.loads((out / "comparison" / "comparison.json").read_text())
+    data = assert_valid_comparison(out / "comparison")
     slow = CaseSelector.parse(DEMO_SLOW)
     fail = CaseSelector.parse(DEMO_FAIL)
     plan = build_plan(("gemm",), case_set="demo")

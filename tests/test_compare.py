@@ -97,6 +97,7 @@ def test_systemic_and_investigate_flags(tmp_path: Path, rng: np.random.Generator
 def test_dispatch_change_is_its_own_finding(tmp_path: Path, rng: np.random.Generator) -> None:
     result = _pair(tmp_path, rng, cand_kernel="cutlass_new")
     changes = result["latency"]["dispatch_changes"]
+    assert 0.95 < changes[0].pop("geomean") < 1.05
     assert changes == [
         {
             "op": "gemm",

@@ -41,13 +41,13 @@ def test_test_on_run_medians_separates_shift_from_noise(rng: np.random.Generator
         (0.95, 0.94, 0.96, 0.001, stats.IMPROVED),
         (1.001, 0.995, 1.007, 0.6, stats.SAME),
         (1.008, 1.004, 1.012, 0.01, stats.SAME),  # real, but below the case's threshold
-        (
-            1.02,
-            1.005,
-            1.035,
-            0.01,
-            stats.REGRESSED,
-        ),  # interval straddles the threshold: point rules
+        # Significant and beyond the threshold, but the interval admits a change under 1%:
+        # not enough for a regression (this is what keeps false alarms out under BH).
+        (1.02, 1.005, 1.035, 0.01, stats.INCONCLUSIVE),
+        (1.02, 1.011, 1.035, 0.01, stats.REGRESSED),  # the interval clears min_effect
+        (0.97, 0.96, 0.985, 0.01, stats.IMPROVED),
+        (0.98, 0.96, 0.995, 0.01, stats.INCONCLUSIVE),
+        (1.05, 1.04, 1.06, float("nan"), stats.INCONCLUSIVE),  # no test (one run a side)
         (1.02, 0.99, 1.05, 0.01, stats.INCONCLUSIVE),  # interval includes no change
         (1.05, 0.90, 1.20, 0.4, stats.INCONCLUSIVE),  # too noisy to say
         (1.005, 0.95, 1.06, 0.7, stats.INCONCLUSIVE),  # centred, but the interval is wide
@@ -55,6 +55,43 @@ def test_test_on_run_medians_separates_shift_from_noise(rng: np.random.Generator
 )
 def test_verdict_rules(ratio: float, lo: float, hi: float, q: float, expected: str) -> None:
     assert stats.verdict(ratio, lo, hi, q, threshold=0.01, alpha=0.05) == expected
+
+
+def test_vectorised_verdicts_match_the_scalar_rule(rng: np.random.Generator) -> None:
+    n = 500
+    ratio = np.exp(rng.normal(0, 0.03, n))
+    half = np.abs(rng.normal(0.01, 0.01, n))
+    lo, hi = ratio * np.exp(-half), ratio * np.exp(half)
+    q = rng.uniform(0, 0.2, n)
+    q[::7] = np.nan
+    threshold = rng.uniform(0.01, 0.03, n)
+    vec = stats.verdicts(ratio, lo, hi, q, threshold, 0.05, 0.01)
+    scalar = [
+        stats.verdict(ratio[i], lo[i], hi[i], q[i], threshold[i], 0.05, 0.01) for i in range(n)
+    ]
+    assert list(vec) == scalar
+    assert set(vec) == set(stats.VERDICTS)
+
+
+def test_ragged_runs_bootstrap_within_their_own_length(rng: np.random.Generator) -> None:
+    """A run with dropped samples is resampled at its own size, never from the padding."""
+    runs = [np.full(8, 1.0), np.full(3, 1.0), np.full(8, 1.0)]
+    boot = stats.bootstrap_median_of_medians(runs, 500, rng)
+    assert np.all(boot == 1.0)
+    runs = [rng.normal(2.0, 0.01, 8), rng.normal(2.0, 0.01, 5), rng.normal(2.0, 0.01, 8)]
+    boot = stats.bootstrap_median_of_medians(runs, 500, rng)
+    assert boot.min() > 1.97
+    assert boot.max() < 2.03
+
+
+def test_geomean_interval_small_and_large_groups(rng: np.random.Generator) -> None:
+    s = stats.Settings()
+    for n in (50, 5000):
+        logs = rng.normal(np.log(1.03), 0.02, n)
+        point, lo, hi = stats.geomean_interval(logs, s, rng)
+        assert lo < 1.03 < hi
+        assert lo < point < hi
+        assert hi - lo < 0.02
 
 
 def test_threshold_grows_with_noise() -> None:

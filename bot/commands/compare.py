@@ -1,7 +1,8 @@
-"""`collectbot compare`: two run records in, comparison.json out."""
+"""`collectbot compare`: two run records in, comparison.json and cases.parquet out."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -9,13 +10,20 @@ import typer
 
 from bot.cli import app
 from bot.errors import one_line_errors
+from collector.errors import UserError
 
 
 @app.command()
 @one_line_errors
 def compare(
-    base_run: Annotated[Path, typer.Argument(help="Baseline run record directory.")],
-    cand_run: Annotated[Path, typer.Argument(help="Candidate run record directory.")],
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="BASE_RUN CAND_RUN (run record directories); only CAND_RUN with "
+            "--baseline-from-store.",
+            show_default=False,
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", help="Directory for comparison.json.")],
     min_effect: Annotated[
         float,
@@ -34,15 +42,45 @@ def compare(
         float,
         typer.Option(min=0.0, help="Threshold for rows without samples (e.g. imported tables)."),
     ] = 0.05,
+    seed: Annotated[
+        int, typer.Option(help="Bootstrap seed: the same records and seed give the same result.")
+    ] = 20261130,
     baseline_kind: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="What the baseline is, as the comment says it: run, previous-run, merge-base."
+            help="What the baseline is: previous-run, merge-base, imported-table, explicit-run "
+            "(default: imported-table for imported records, else explicit-run)."
         ),
-    ] = "run",
+    ] = None,
+    paired: Annotated[
+        bool,
+        typer.Option(help="The runs were collected alternately on one device (a campaign)."),
+    ] = False,
+    confirm_base: Annotated[
+        Path | None,
+        typer.Option(help="Re-measurement of the flagged cases, baseline side (a run record)."),
+    ] = None,
+    confirm_cand: Annotated[
+        Path | None,
+        typer.Option(help="Re-measurement of the flagged cases, candidate side (a run record)."),
+    ] = None,
+    baseline_from_store: Annotated[
+        str | None,
+        typer.Option(
+            help="Take the baseline from this run store (a directory or fsspec URL): the "
+            "latest complete run of the candidate's backend, version, GPU and ops."
+        ),
+    ] = None,
+    baseline_ref: Annotated[
+        str | None,
+        typer.Option(help="With --baseline-from-store: only runs stored under this ref label."),
+    ] = None,
 ) -> None:
-    """Compare two run records: failure groups, coverage and per-case latency with intervals."""
-    from bot.compare.comparison import compare_records, write_comparison
+    """Compare two run records: failure groups, coverage and per-case latency with intervals.
+
+    Writes comparison.json (notable cases and summaries) and cases.parquet (every case).
+    """
+    from bot.compare.comparison import Baseline, compare_runs
     from bot.compare.stats import Settings
     from collector.record import read_record
 
@@ -51,8 +89,42 @@ def compare(
         min_effect=min_effect,
         noise_mult=noise_mult,
         size_only_threshold=size_only_threshold,
+        seed=seed,
     )
-    result = compare_records(read_record(base_run), read_record(cand_run), settings, baseline_kind)
-    path = write_comparison(result, out)
-    typer.echo(f"{result['verdict']['level']}: {result['verdict']['headline']}")
+    if (confirm_base is None) != (confirm_cand is None):
+        raise UserError("--confirm-base and --confirm-cand go together")
+    confirm = None
+    if confirm_base is not None and confirm_cand is not None:
+        confirm = (read_record(confirm_base), read_record(confirm_cand))
+    with tempfile.TemporaryDirectory(prefix="collectbot-baseline-") as tmp:
+        if baseline_from_store is not None:
+            if len(runs) != 1:
+                raise UserError("with --baseline-from-store, give only the candidate run")
+            from bot.store import RunStore, key_of
+
+            cand = read_record(runs[0])
+            store = RunStore(baseline_from_store)
+            entry = store.latest(
+                key_of(cand.meta), ref=baseline_ref, exclude_run_id=cand.meta.get("run_id")
+            )
+            if entry is None:
+                raise UserError(
+                    f"{baseline_from_store}: no stored run for {key_of(cand.meta).label}"
+                    + (f" under ref {baseline_ref!r}" if baseline_ref else "")
+                )
+            base = read_record(store.get(entry, Path(tmp) / "baseline"))
+            baseline = Baseline(
+                kind=baseline_kind or "previous-run",
+                paired=paired,
+                store={"url": store.url, "key": entry.key.label, "entry": entry.name},
+            )
+        else:
+            if len(runs) != 2:
+                raise UserError("give BASE_RUN and CAND_RUN (or --baseline-from-store)")
+            base, cand = read_record(runs[0]), read_record(runs[1])
+            baseline = Baseline(kind=baseline_kind, paired=paired)
+        result = compare_runs(base, cand, settings, baseline, confirm)
+        path = result.write(out)
+    verdict = result.data["verdict"]
+    typer.echo(f"{verdict['level']}: {verdict['headline']}")
     typer.echo(str(path))

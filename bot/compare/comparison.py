@@ -4,20 +4,33 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bot import __version__
 from bot.compare import stats
 from bot.compare.coverage import compare_coverage
 from bot.compare.failure_groups import compare_groups
-from bot.compare.latency import compare_latency
+from bot.compare.latency import CONFIRM_VERDICTS, SAMPLES, CaseTable, compare_latency
 from collector.errors import UserError
 from collector.record import RunRecord
 
-SCHEMA_VERSION = 1
+# Version 2: notable cases only in the JSON (all of them in cases.parquet), confirmation,
+# baseline kind and pairing, per-dtype aggregates, the ratio histogram.
+SCHEMA_VERSION = 2
 COMPARISON_JSON = "comparison.json"
+CASES_PARQUET = "cases.parquet"
+SCHEMA_FILE = Path(__file__).with_name("comparison.schema.json")
+BASELINE_KINDS = ("previous-run", "merge-base", "imported-table", "explicit-run")
 RED, YELLOW, GREEN = "red", "yellow", "green"
 
 # Run-record fields carried into the comparison for provenance and reproduction.
@@ -53,24 +66,32 @@ def provenance(record: RunRecord) -> dict[str, Any]:
 
 
 def _planned(record: RunRecord) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+    """Planned cases per op (from run.json) and per (op, dtype family) (rows and failures)."""
     per_op = {
         op: int(v.get("planned", 0))
         for op, v in record.meta.get("counts", {}).get("per_op", {}).items()
     }
     family: Counter[tuple[str, str]] = Counter()
-    keys: set[str] = set()
     for op, table in record.perf.items():
-        dtype_field = _dtype_field(op)
-        for key, dtype in zip(
-            table.column("case_key").to_pylist(), table.column(dtype_field).to_pylist(), strict=True
-        ):
-            keys.add(key)
-            family[(op, str(dtype))] += 1
-    for f in record.failures:
-        if f.case_key not in keys:
-            keys.add(f.case_key)
-            family[(f.op, f.dtype)] += 1
+        column = pc.cast(table.column(_dtype_field(op)), pa.string())
+        for item in pc.value_counts(column).to_pylist():
+            family[(op, str(item["values"]))] += int(item["counts"])
+    failed = {f.case_key: f for f in record.failures}
+    for key in sorted(set(failed) - measured_keys(record, set(failed))):
+        family[(failed[key].op, failed[key].dtype)] += 1
     return per_op, dict(family)
+
+
+def measured_keys(record: RunRecord, keys: set[str]) -> set[str]:
+    """Which of `keys` have a perf row in the record (column-wise: records can be large)."""
+    if not keys:
+        return set()
+    wanted = pa.array(sorted(keys), type=pa.string())
+    found: set[str] = set()
+    for table in record.perf.values():
+        present = pc.is_in(wanted, value_set=table.column("case_key").combine_chunks())
+        found.update(wanted.filter(present).to_pylist())
+    return found
 
 
 def _dtype_field(op: str) -> str:
@@ -79,49 +100,178 @@ def _dtype_field(op: str) -> str:
     return get_op(op).dtype_field
 
 
-def _keys_by_op(record: RunRecord) -> dict[str, set[str]]:
-    return {op: set(t.column("case_key").to_pylist()) for op, t in record.perf.items()}
+def has_samples(record: RunRecord) -> bool:
+    return any(t.num_rows for t in record.samples.values())
+
+
+def is_imported(record: RunRecord) -> bool:
+    return record.meta.get("source") not in (None, "collector")
+
+
+@dataclass
+class Baseline:
+    """What the baseline is, as the comparison and the comment say it.
+
+    `kind`: previous-run (the last stored run of the same key), merge-base (the PR's merge
+    base, collected in the same job), imported-table (a perf table without samples) or
+    explicit-run (any run record the user named). `paired`: collected alternately with the
+    candidate on the same device (the trustworthy form, DESIGN.md section 6).
+    """
+
+    kind: str | None = None  # None: imported-table for imported records, else explicit-run
+    paired: bool = False
+    store: dict[str, Any] | None = None
+
+    def resolve(self, record: RunRecord) -> dict[str, Any]:
+        kind = self.kind or ("imported-table" if is_imported(record) else "explicit-run")
+        if kind not in BASELINE_KINDS:
+            raise UserError(f"baseline kind {kind!r} is not one of {', '.join(BASELINE_KINDS)}")
+        out: dict[str, Any] = {"kind": kind, "paired": self.paired}
+        if self.store is not None:
+            out["store"] = self.store
+        return out
+
+
+@dataclass
+class Comparison:
+    """comparison.json's content and the full per-case table written beside it."""
+
+    data: dict[str, Any]
+    cases: CaseTable
+
+    def write(self, out_dir: Path) -> Path:
+        return write_comparison(self, out_dir)
+
+
+def compare_runs(
+    base: RunRecord,
+    cand: RunRecord,
+    settings: stats.Settings | None = None,
+    baseline: Baseline | None = None,
+    confirm: tuple[RunRecord, RunRecord] | None = None,
+) -> Comparison:
+    """Compare two run records (and, optionally, a paired re-measurement of flagged cases)."""
+    settings = settings or stats.Settings()
+    baseline = baseline or Baseline()
+    planned_by_op, planned_by_family = _planned(cand)
+    groups = compare_groups(
+        base.failures,
+        cand.failures,
+        planned_by_op,
+        planned_by_family,
+        measured_keys(cand, {f.case_key for f in base.failures}),
+    )
+    coverage = compare_coverage(base, cand)
+    latency, table = compare_latency(base, cand, settings, confirm)
+    latency["cases_file"] = CASES_PARQUET
+    result: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "tool": {"name": "collectbot", "version": __version__},
+        "baseline": {
+            **baseline.resolve(base),
+            "has_samples": has_samples(base),
+            **provenance(base),
+        },
+        "candidate": {"has_samples": has_samples(cand), **provenance(cand)},
+        "settings": settings.to_json(),
+        "failure_groups": groups,
+        "coverage": coverage,
+        "latency": latency,
+        "confirmation": confirmation_summary(table, confirm),
+        "anomalies": {
+            "base": [a.to_json() for a in base.anomalies],
+            "cand": [a.to_json() for a in cand.anomalies],
+        },
+        "warnings": _warnings(base, cand, latency, settings),
+    }
+    result["verdict"] = overall_verdict(result)
+    return Comparison(result, table)
 
 
 def compare_records(
     base: RunRecord,
     cand: RunRecord,
     settings: stats.Settings | None = None,
-    baseline_kind: str = "run",
+    baseline_kind: str | None = None,
 ) -> dict[str, Any]:
-    settings = settings or stats.Settings()
-    planned_by_op, planned_by_family = _planned(cand)
-    groups = compare_groups(base.failures, cand.failures, planned_by_op, planned_by_family)
-    coverage = compare_coverage(base, cand, _keys_by_op(base), _keys_by_op(cand))
-    latency = compare_latency(base, cand, settings)
-    result: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "baseline": {"kind": baseline_kind, **provenance(base)},
-        "candidate": provenance(cand),
-        "settings": settings.__dict__.copy(),
-        "failure_groups": groups,
-        "coverage": coverage,
-        "latency": latency,
-        "anomalies": {
-            "base": [a.to_json() for a in base.anomalies],
-            "cand": [a.to_json() for a in cand.anomalies],
+    """comparison.json's content only (see `compare_runs` for the per-case table too)."""
+    return compare_runs(base, cand, settings, Baseline(kind=baseline_kind)).data
+
+
+def confirmation_summary(
+    table: CaseTable, confirm: tuple[RunRecord, RunRecord] | None
+) -> dict[str, Any]:
+    """Which verdicts a paired re-measurement confirmed, overturned or resolved."""
+    out: dict[str, Any] = {"performed": confirm is not None, "verdicts": list(CONFIRM_VERDICTS)}
+    if confirm is None or not len(table):
+        return out
+    remeasured = table["remeasured"]
+    first, final = table["first_verdict"], table["verdict"]
+    flagged = np.isin(final, CONFIRM_VERDICTS) & (table["method"] == SAMPLES)
+    decisive = np.isin(first, [stats.REGRESSED, stats.IMPROVED])
+    out.update(
+        remeasured=int(np.count_nonzero(remeasured)),
+        confirmed=int(np.count_nonzero(table["confirmed"])),
+        confirmed_by_verdict={
+            v: int(np.count_nonzero(table["confirmed"] & (final == v)))
+            for v in (stats.REGRESSED, stats.IMPROVED)
         },
-        "warnings": _warnings(base, cand),
+        overturned=int(np.count_nonzero(remeasured & decisive & (final != first))),
+        resolved=int(
+            np.count_nonzero(
+                remeasured & (first == stats.INCONCLUSIVE) & (final != stats.INCONCLUSIVE)
+            )
+        ),
+        still_inconclusive=int(
+            np.count_nonzero(
+                remeasured & (first == stats.INCONCLUSIVE) & (final == stats.INCONCLUSIVE)
+            )
+        ),
+        not_remeasured=int(np.count_nonzero(flagged & ~remeasured)),
+        base_run=_brief(confirm[0]),
+        cand_run=_brief(confirm[1]),
+    )
+    return out
+
+
+def _brief(record: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": record.meta.get("run_id"),
+        "path": str(record.path),
+        "git_sha": record.meta.get("git_sha"),
+        "status": record.status,
+        "protocol": record.meta.get("protocol"),
     }
-    result["verdict"] = overall_verdict(result)
-    return result
 
 
-def _warnings(base: RunRecord, cand: RunRecord) -> list[str]:
+def _warnings(
+    base: RunRecord, cand: RunRecord, latency: dict[str, Any], settings: stats.Settings
+) -> list[str]:
     out = []
     bdev, cdev = base.meta.get("device", {}), cand.meta.get("device", {})
     if bdev.get("name") != cdev.get("name"):
         out.append(f"devices differ: baseline {bdev.get('name')!r}, candidate {cdev.get('name')!r}")
+    elif bdev.get("uuid") and cdev.get("uuid") and bdev.get("uuid") != cdev.get("uuid"):
+        out.append("the runs used two GPUs of the same model (UUIDs differ)")
     if base.meta.get("framework_version") != cand.meta.get("framework_version"):
         out.append(
             f"framework versions differ: baseline {base.meta.get('framework_version')}, "
             f"candidate {cand.meta.get('framework_version')}"
+        )
+    if base.status != "complete":
+        out.append(f"the baseline run is {base.status}")
+    size_only = latency["summary"]["size_only"]
+    if size_only:
+        sides = [
+            name for name, rec in (("baseline", base), ("candidate", cand)) if not has_samples(rec)
+        ]
+        why = f"the {' and the '.join(sides)} {'has' if len(sides) == 1 else 'have'} no samples"
+        if not sides:
+            why = "some rows have no samples on one side"
+        out.append(
+            f"{why}: {size_only} cases were judged by size alone "
+            f"(±{settings.size_only_threshold * 100:g}%), without intervals"
         )
     for side, rec in (("baseline", base), ("candidate", cand)):
         canary = rec.meta.get("canary")
@@ -140,6 +290,7 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
     reasons: list[tuple[str, str]] = []
     groups = result["failure_groups"]
     summary = result["latency"]["summary"]["verdicts"]
+    confirmation = result["confirmation"]
     for finding in result["coverage"]["findings"]:
         reasons.append((finding["level"], f"coverage ({finding['op']}): {finding['text']}"))
     if groups["new"]:
@@ -148,9 +299,16 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
             (RED, f"{_n(len(groups['new']), 'new failure group')} ({_n(cases, 'case')})")
         )
     if summary[stats.REGRESSED]:
-        reasons.append((RED, f"{_n(summary[stats.REGRESSED], 'case')} regressed"))
+        text = f"{_n(summary[stats.REGRESSED], 'case')} regressed"
+        if confirmation["performed"]:
+            confirmed = _confirmed_count(result, stats.REGRESSED)
+            text += f" ({confirmed} confirmed by a paired re-measurement)"
+        reasons.append((RED, text))
     if summary[stats.INCONCLUSIVE]:
-        reasons.append((YELLOW, f"{_n(summary[stats.INCONCLUSIVE], 'case')} inconclusive"))
+        text = f"{_n(summary[stats.INCONCLUSIVE], 'case')} inconclusive"
+        if confirmation["performed"] and confirmation.get("overturned"):
+            text += f" ({confirmation['overturned']} first judged changed, not replicated)"
+        reasons.append((YELLOW, text))
     if result["latency"]["dispatch_changes"]:
         n = sum(d["count"] for d in result["latency"]["dispatch_changes"])
         reasons.append((YELLOW, f"{_n(n, 'case')} changed kernel"))
@@ -180,6 +338,10 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
     return {"level": level, "headline": ", ".join(parts), "reasons": [r for _, r in reasons]}
 
 
+def _confirmed_count(result: dict[str, Any], verdict: str) -> int:
+    return int(result["confirmation"].get("confirmed_by_verdict", {}).get(verdict, 0))
+
+
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
@@ -194,11 +356,20 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def write_comparison(result: dict[str, Any], out_dir: Path) -> Path:
+def write_comparison(result: Comparison | dict[str, Any], out_dir: Path) -> Path:
+    """Write comparison.json (and cases.parquet, given a Comparison) atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    data = result.data if isinstance(result, Comparison) else dict(result)
+    if isinstance(result, Comparison):
+        cases = out_dir / CASES_PARQUET
+        tmp_cases = cases.with_name(f".{cases.name}.tmp")
+        pq.write_table(result.cases.to_arrow(), tmp_cases, compression="zstd")
+        os.replace(tmp_cases, cases)
+    else:
+        data["latency"] = {**data["latency"], "cases_file": None}
     path = out_dir / COMPARISON_JSON
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(_jsonable(result), indent=1, allow_nan=False) + "\n")
+    tmp.write_text(json.dumps(_jsonable(data), separators=(",", ":"), allow_nan=False) + "\n")
     tmp.replace(path)
     return path
 
@@ -213,6 +384,8 @@ def load_comparison(path: Path) -> dict[str, Any]:
         raise UserError(f"{target}: not valid JSON ({exc})") from None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
-        raise UserError(f"{target}: unknown schema_version {version!r}")
+        raise UserError(
+            f"{target}: unknown schema_version {version!r} (this reader knows {SCHEMA_VERSION})"
+        )
     result: dict[str, Any] = data
     return result

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from collector.record import RunRecord
 
 # Rows below this share of planned cases make the run's coverage red, whatever the exit code.
@@ -32,14 +35,24 @@ def side_counts(record: RunRecord, op: str) -> dict[str, int]:
     }
 
 
-def compare_coverage(
-    base: RunRecord, cand: RunRecord, base_keys: dict[str, set[str]], cand_keys: dict[str, set[str]]
-) -> dict[str, Any]:
+def lost_cases(base: RunRecord, cand: RunRecord, op: str) -> list[str]:
+    """Keys the baseline measured that the candidate neither measured nor saw fail."""
+    if op not in base.perf:
+        return []
+    keys = base.perf[op].column("case_key").combine_chunks()
+    gone = pa.array(sorted({f.case_key for f in cand.failures}), type=pa.string())
+    if op in cand.perf:
+        cand_keys = cand.perf[op].column("case_key").combine_chunks()
+        gone = pa.concat_arrays([gone, cand_keys.cast(pa.string())])
+    lost = keys.filter(pc.invert(pc.is_in(keys, value_set=gone)))
+    return sorted(str(k) for k in lost.to_pylist())
+
+
+def compare_coverage(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
     """Per op: counts on both sides, cases lost since the baseline, and red findings."""
     ops = sorted(set(base.ops) | set(cand.ops))
     per_op: dict[str, Any] = {}
     findings: list[dict[str, str]] = []
-    cand_failed = {f.case_key for f in cand.failures}
     if cand.status != "complete":
         findings.append(
             {
@@ -51,7 +64,7 @@ def compare_coverage(
     for op in ops:
         b = side_counts(base, op) if op in base.ops else None
         c = side_counts(cand, op) if op in cand.ops else None
-        lost = sorted(base_keys.get(op, set()) - cand_keys.get(op, set()) - cand_failed)
+        lost = lost_cases(base, cand, op)
         status = "ok"
         if c is None:
             status = "red"
@@ -95,7 +108,11 @@ def compare_coverage(
                 {
                     "level": "yellow",
                     "op": op,
-                    "text": f"{len(lost)} cases measured by the baseline are missing",
+                    "text": (
+                        "1 case measured by the baseline is missing"
+                        if len(lost) == 1
+                        else f"{len(lost)} cases measured by the baseline are missing"
+                    ),
                 }
             )
         per_op[op] = {

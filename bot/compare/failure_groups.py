@@ -49,8 +49,16 @@ def compare_groups(
     cand: list[FailureRecord],
     planned_by_op: dict[str, int],
     planned_by_op_dtype: dict[tuple[str, str], int],
+    measured: set[str] | None = None,
 ) -> dict[str, Any]:
+    """New, persisting and resolved groups. A resolved group says how many of its cases the
+    candidate measured (`now_measured`, given the keys with candidate rows): resolved by a
+    fix, or only because they were not attempted."""
     b, c = summarise_groups(base), summarise_groups(cand)
+    measured = measured or set()
+    base_cases: dict[str, set[str]] = defaultdict(set)
+    for f in base:
+        base_cases[f.group_key].add(f.case_key)
     new, persisting, resolved = [], [], []
     for key, group in c.items():
         planned = planned_by_op.get(group["op"], 0)
@@ -69,6 +77,7 @@ def compare_groups(
             new.append(group)
     for key, group in b.items():
         if key not in c:
+            group["now_measured"] = len(base_cases[key] & measured)
             resolved.append(group)
     new_by_op: dict[str, int] = defaultdict(int)
     for group in new:

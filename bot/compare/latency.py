@@ -1,189 +1,548 @@
-"""Per-case latency comparison and per-group aggregates."""
+"""Per-case latency comparison, per-group aggregates and dispatch changes, columnar throughout.
+
+Every matched case gets one row of a columnar table (`CaseTable`), which is written whole
+to `cases.parquet`; `comparison.json` lists only the notable rows. The expensive statistics
+run batched over all sampled cases; rows without samples on a side (imported tables) are
+judged by size alone. With a confirmation pass (a paired re-measurement of the flagged
+cases, see `bot/compare/confirm.py`), those cases are judged again on all their runs.
+"""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from bot.compare import stats
 from collector.ops import get_op
 from collector.record import RunRecord
 
+SAMPLES, SIZE_ONLY = "samples", "size-only"
+# First verdicts that a paired re-measurement re-judges before the comment is final:
+# regressed and inconclusive (the issue's floor) and improved (a claimed speed-up deserves
+# the same scrutiny as a claimed slow-down).
+CONFIRM_VERDICTS = (stats.REGRESSED, stats.INCONCLUSIVE, stats.IMPROVED)
+# Cases listed per verdict in comparison.json (largest changes first); all are in the table.
+NOTABLE_PER_VERDICT = 500
+# Edges of the ratio histogram that the comment draws.
+HISTOGRAM_EDGES = (0.9, 0.95, 0.98, 0.99, 1.01, 1.02, 1.05, 1.1)
 
-def runs_by_case(samples: pa.Table) -> dict[str, list[np.ndarray]]:
-    """Group a samples table into {case_key: [samples of run 0, run 1, ...]}."""
+Runs = list[np.ndarray]
+
+
+def runs_by_case(samples: pa.Table, keys: pa.Array | None = None) -> dict[str, Runs]:
+    """Group a samples table into {case_key: [samples of run 0, run 1, ...]}.
+
+    `keys`, when given, restricts the grouping to those cases. Non-positive and NaN samples
+    are dropped (the reader reports them); a run left empty is dropped.
+    """
+    if keys is not None and samples.num_rows:
+        samples = samples.filter(pc.is_in(samples.column("case_key"), value_set=keys))
     if samples.num_rows == 0:
         return {}
-    keys = np.asarray(samples.column("case_key").to_pylist(), dtype=object)
-    runs = samples.column("run").to_numpy()
+    key_col = samples.column("case_key").combine_chunks()
+    codes = pc.index_in(key_col, value_set=pc.unique(key_col)).to_numpy()
+    names = pc.unique(key_col).to_pylist()
+    runs = samples.column("run").to_numpy(zero_copy_only=False).astype(np.int64)
     ms = samples.column("ms").to_numpy(zero_copy_only=False).astype(float)
-    order = np.lexsort((runs, keys))
-    keys, runs, ms = keys[order], runs[order], ms[order]
-    boundaries = np.flatnonzero((keys[1:] != keys[:-1]) | (runs[1:] != runs[:-1])) + 1
-    out: dict[str, list[np.ndarray]] = defaultdict(list)
-    for chunk_keys, chunk_ms in zip(
-        np.split(keys, boundaries), np.split(ms, boundaries), strict=True
-    ):
-        valid = chunk_ms[np.isfinite(chunk_ms) & (chunk_ms > 0)]
+    order = np.lexsort((runs, codes))
+    codes, runs, ms = codes[order], runs[order], ms[order]
+    boundaries = np.flatnonzero((codes[1:] != codes[:-1]) | (runs[1:] != runs[:-1])) + 1
+    starts = np.concatenate(([0], boundaries))
+    out: dict[str, Runs] = defaultdict(list)
+    for start, chunk in zip(starts, np.split(ms, boundaries), strict=True):
+        valid = chunk[np.isfinite(chunk) & (chunk > 0)]
         if valid.size:
-            out[str(chunk_keys[0])].append(valid)
+            out[names[int(codes[start])]].append(valid)
     return dict(out)
 
 
-def perf_rows(record: RunRecord, op: str) -> dict[str, dict[str, Any]]:
-    table = record.perf.get(op)
-    if table is None:
-        return {}
+@dataclass
+class CaseTable:
+    """One row per matched case, as numpy arrays (object arrays for text)."""
+
+    cols: dict[str, np.ndarray]
+    fields: list[tuple[str, np.ndarray]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.cols["key"])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.cols[name]
+
+    def to_arrow(self) -> pa.Table:
+        arrays: dict[str, pa.Array] = {}
+        for name, values in self.cols.items():
+            arrays[name] = _arrow(values)
+        for name, values in self.fields:
+            arrays[f"param_{name}"] = _arrow(values)
+        return pa.table(arrays)
+
+
+def _arrow(values: np.ndarray) -> pa.Array:
+    if values.dtype == object:
+        return pa.array(values.tolist())
+    if values.dtype.kind == "f":
+        return pa.array(values, mask=~np.isfinite(values))
+    return pa.array(values)
+
+
+@dataclass
+class _OpMatch:
+    op: str
+    keys: np.ndarray
+    table: pa.Table  # cand perf rows of the matched cases, in key order
+    base_ms: np.ndarray
+    kernel_base: np.ndarray
+    added: int
+    removed: int
+
+
+def _match(base: RunRecord, cand: RunRecord, op: str) -> _OpMatch:
+    """Cases of one op measured on both sides (in the candidate's plan order), and the counts
+    of cases added and removed (a case that now fails is a failure finding, not removed)."""
     spec = get_op(op)
-    wanted = ["case_key", "latency", "kernel_source", *spec.field_names]
-    cols = {name: table.column(name).to_pylist() for name in wanted}
-    return {key: {name: cols[name][i] for name in wanted} for i, key in enumerate(cols["case_key"])}
+    wanted = list(dict.fromkeys(["case_key", "latency", "kernel_source", *spec.field_names]))
+    b, c = base.perf[op].select(wanted), cand.perf[op].select(wanted)
+    bk, ck = b.column("case_key").combine_chunks(), c.column("case_key").combine_chunks()
+    idx = pc.index_in(ck, value_set=bk)
+    valid = pc.is_valid(idx)
+    c_rows = c.filter(valid)
+    b_idx = idx.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64)
+    b_rows = b.select(["latency", "kernel_source"]).take(pa.array(b_idx))
+    base_failed = pa.array(sorted({f.case_key for f in base.failures}), type=pa.string())
+    cand_failed = pa.array(sorted({f.case_key for f in cand.failures}), type=pa.string())
+    new = pc.invert(valid)
+    added = pc.sum(pc.and_(new, pc.invert(pc.is_in(ck, value_set=base_failed)))).as_py()
+    matched = np.zeros(len(bk), dtype=bool)
+    matched[b_idx] = True
+    gone = ~matched & ~pc.is_in(bk, value_set=cand_failed).to_numpy(zero_copy_only=False)
+    return _OpMatch(
+        op=op,
+        keys=np.asarray(c_rows.column("case_key").to_pylist(), dtype=object),
+        table=c_rows,
+        base_ms=b_rows.column("latency").to_numpy(zero_copy_only=False).astype(float),
+        kernel_base=np.asarray(b_rows.column("kernel_source").to_pylist(), dtype=object),
+        added=int(added or 0),
+        removed=int(np.count_nonzero(gone)),
+    )
 
 
-def compare_latency(base: RunRecord, cand: RunRecord, settings: stats.Settings) -> dict[str, Any]:
+@dataclass
+class _Sampled:
+    """Runs of the sampled cases, by position in the case table."""
+
+    index: list[int] = field(default_factory=list)
+    base: list[Runs] = field(default_factory=list)
+    cand: list[Runs] = field(default_factory=list)
+
+
+def _run_stats(
+    pairs: list[tuple[Runs, Runs]], settings: stats.Settings, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """Ratio, interval, p-value and noise threshold of each (base runs, cand runs) pair."""
+    n = len(pairs)
+    out = {
+        name: np.full(n, np.nan)
+        for name in ("ratio", "lo", "hi", "p", "noise", "threshold", "base_runs", "cand_runs")
+    }
+    if not n:
+        return out
+    medians = [(stats.run_medians(b), stats.run_medians(c)) for b, c in pairs]
+    for i, (bm, cm) in enumerate(medians):
+        noise = stats.noise_of(bm, cm)
+        out["ratio"][i] = stats.median(cm) / stats.median(bm)
+        out["noise"][i] = noise
+        out["threshold"][i] = stats.threshold_for(noise, settings)
+        out["base_runs"][i] = bm.size
+        out["cand_runs"][i] = cm.size
+    intervals = np.array(stats.ratio_intervals(pairs, settings, rng), dtype=float)
+    out["lo"], out["hi"] = intervals[:, 0], intervals[:, 1]
+    out["p"] = stats.run_test_pvalues(medians)
+    return out
+
+
+def build_case_table(
+    base: RunRecord,
+    cand: RunRecord,
+    settings: stats.Settings,
+    confirm: tuple[RunRecord, RunRecord] | None = None,
+) -> tuple[CaseTable, dict[str, int], dict[str, int]]:
+    """All matched cases with their statistics and verdicts; added and removed per op."""
     rng = np.random.default_rng(settings.seed)
-    cases: list[dict[str, Any]] = []
-    sampled: list[tuple[dict[str, Any], list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray]]
-    sampled = []
-    added: dict[str, int] = {}
-    removed: dict[str, int] = {}
-    for op in sorted(set(base.ops) & set(cand.ops)):
-        spec = get_op(op)
-        b_rows, c_rows = perf_rows(base, op), perf_rows(cand, op)
-        b_runs = runs_by_case(base.samples[op]) if op in base.samples else {}
-        c_runs = runs_by_case(cand.samples[op]) if op in cand.samples else {}
-        matched = sorted(set(b_rows) & set(c_rows))
-        # A case that now fails is a failure-group finding, not a removed case.
-        cand_failed = {f.case_key for f in cand.failures}
-        base_failed = {f.case_key for f in base.failures}
-        added[op] = len(set(c_rows) - set(b_rows) - base_failed)
-        removed[op] = len(set(b_rows) - set(c_rows) - cand_failed)
-        for key in matched:
-            b, c = b_rows[key], c_rows[key]
-            entry: dict[str, Any] = {
-                "key": key,
-                "op": op,
-                "dtype": str(c[spec.dtype_field]),
-                "params": {name: c[name] for name in spec.field_names},
-                "kernel_base": b["kernel_source"],
-                "kernel_cand": c["kernel_source"],
-                "base_ms": b["latency"],
-                "cand_ms": c["latency"],
-            }
+    matches = [_match(base, cand, op) for op in sorted(set(base.ops) & set(cand.ops))]
+    n = sum(len(m.keys) for m in matches)
+    cols: dict[str, np.ndarray] = {
+        "key": np.empty(n, dtype=object),
+        "op": np.empty(n, dtype=object),
+        "dtype": np.empty(n, dtype=object),
+        "kernel_base": np.empty(n, dtype=object),
+        "kernel_cand": np.empty(n, dtype=object),
+        "base_ms": np.full(n, np.nan),
+        "cand_ms": np.full(n, np.nan),
+    }
+    field_names: list[str] = []
+    field_values: dict[str, np.ndarray] = {}
+    sampled = _Sampled()
+    offset = 0
+    for m in matches:
+        spec = get_op(m.op)
+        size = len(m.keys)
+        sl = slice(offset, offset + size)
+        cols["key"][sl] = m.keys
+        cols["op"][sl] = m.op
+        cols["dtype"][sl] = [str(v) for v in m.table.column(spec.dtype_field).to_pylist()]
+        cols["kernel_base"][sl] = m.kernel_base
+        cols["kernel_cand"][sl] = m.table.column("kernel_source").to_pylist()
+        cols["base_ms"][sl] = m.base_ms
+        cols["cand_ms"][sl] = m.table.column("latency").to_numpy(zero_copy_only=False)
+        for name in spec.field_names:
+            if name not in field_values:
+                field_names.append(name)
+                field_values[name] = np.full(n, None, dtype=object)
+            field_values[name][sl] = m.table.column(name).to_pylist()
+        keys = pa.array(m.keys.tolist(), type=pa.string())
+        b_runs = runs_by_case(base.samples[m.op], keys) if m.op in base.samples else {}
+        c_runs = runs_by_case(cand.samples[m.op], keys) if m.op in cand.samples else {}
+        for i, key in enumerate(m.keys if b_runs and c_runs else ()):
             br, cr = b_runs.get(key), c_runs.get(key)
             if br and cr:
-                bm, cm = stats.run_medians(br), stats.run_medians(cr)
-                noise = stats.noise_of(bm, cm)
-                entry.update(
-                    method="samples",
-                    ratio=float(np.median(cm) / np.median(bm)),
-                    noise=noise,
-                    threshold=stats.threshold_for(noise, settings),
-                    base_runs=int(bm.size),
-                    cand_runs=int(cm.size),
-                )
-                sampled.append((entry, br, cr, bm, cm))
-            else:
-                ratio = float(c["latency"] / b["latency"])
-                entry.update(
-                    method="size-only",
-                    ratio=ratio,
-                    lo=ratio,
-                    hi=ratio,
-                    p=float("nan"),
-                    noise=None,
-                    threshold=settings.size_only_threshold,
-                    base_runs=len(br or []),
-                    cand_runs=len(cr or []),
-                )
-            cases.append(entry)
-    # The expensive statistics run batched over all sampled cases at once.
-    intervals = stats.ratio_intervals([(br, cr) for _, br, cr, _, _ in sampled], settings, rng)
-    pvalues = stats.run_test_pvalues([(bm, cm) for _, _, _, bm, cm in sampled])
-    for (entry, *_), (lo, hi), p in zip(sampled, intervals, pvalues, strict=True):
-        entry.update(lo=lo, hi=hi, p=float(p))
-    _assign_verdicts(cases, settings)
-    return {
-        "cases": cases,
-        "summary": _summary(cases, added, removed),
-        "groups": _groups(cases, settings, rng),
-        "dispatch_changes": _dispatch_changes(cases),
-    }
+                sampled.index.append(offset + i)
+                sampled.base.append(br)
+                sampled.cand.append(cr)
+        offset += size
+    # Rows without samples on a side: the size-only rule.
+    ratio = cols["cand_ms"] / cols["base_ms"]
+    is_sampled = np.zeros(n, dtype=bool)
+    is_sampled[sampled.index] = True
+    cols["method"] = np.where(is_sampled, SAMPLES, SIZE_ONLY).astype(object)
+    cols["ratio"] = ratio
+    cols["lo"] = ratio.copy()
+    cols["hi"] = ratio.copy()
+    cols["p"] = np.full(n, np.nan)
+    cols["q"] = np.full(n, np.nan)
+    cols["noise"] = np.full(n, np.nan)
+    cols["threshold"] = np.full(n, settings.size_only_threshold)
+    cols["base_runs"] = np.zeros(n, dtype=np.int64)
+    cols["cand_runs"] = np.zeros(n, dtype=np.int64)
+    first = _run_stats(list(zip(sampled.base, sampled.cand, strict=True)), settings, rng)
+    idx = np.asarray(sampled.index, dtype=np.int64)
+    for name in ("ratio", "lo", "hi", "p", "noise", "threshold"):
+        cols[name][idx] = first[name]
+    for name in ("base_runs", "cand_runs"):
+        cols[name][idx] = first[name].astype(np.int64)
+    _judge(cols, idx, settings)
+    cols["first_verdict"] = np.full(n, None, dtype=object)
+    cols["remeasured"] = np.zeros(n, dtype=bool)
+    cols["confirmed"] = np.zeros(n, dtype=bool)
+    for name in ("confirm_ratio", "confirm_lo", "confirm_hi", "confirm_q"):
+        cols[name] = np.full(n, np.nan)
+    cols["confirm_verdict"] = np.full(n, None, dtype=object)
+    cols["confirm_base_runs"] = np.zeros(n, dtype=np.int64)
+    cols["confirm_cand_runs"] = np.zeros(n, dtype=np.int64)
+    if confirm is not None:
+        _apply_confirmation(cols, sampled, confirm, settings, rng)
+    table = CaseTable(cols, [(name, field_values[name]) for name in field_names])
+    added = {m.op: m.added for m in matches}
+    removed = {m.op: m.removed for m in matches}
+    return table, added, removed
 
 
-def _assign_verdicts(cases: list[dict[str, Any]], settings: stats.Settings) -> None:
-    sampled = [c for c in cases if c["method"] == "samples"]
-    q = stats.bh_qvalues(np.array([c["p"] for c in sampled], dtype=float))
-    for case, qv in zip(sampled, q, strict=True):
-        case["q"] = float(qv)
-        case["verdict"] = stats.verdict(
-            case["ratio"],
-            case["lo"],
-            case["hi"],
-            float(qv),
-            case["threshold"],
+def _judge(cols: dict[str, np.ndarray], sampled_idx: np.ndarray, settings: stats.Settings) -> None:
+    """Verdicts: FDR control over the sampled cases, the size rule for the others."""
+    n = len(cols["key"])
+    verdict = np.empty(n, dtype=object)
+    size_only = cols["method"] == SIZE_ONLY
+    verdict[size_only] = stats.size_only_verdicts(cols["ratio"][size_only], settings)
+    if sampled_idx.size:
+        q = stats.bh_qvalues(cols["p"][sampled_idx])
+        cols["q"][sampled_idx] = q
+        verdict[sampled_idx] = stats.verdicts(
+            cols["ratio"][sampled_idx],
+            cols["lo"][sampled_idx],
+            cols["hi"][sampled_idx],
+            q,
+            cols["threshold"][sampled_idx],
             settings.alpha,
+            settings.min_effect,
             settings.max_same_band,
         )
-    for case in cases:
-        if case["method"] == "size-only":
-            case["q"] = float("nan")
-            case["verdict"] = stats.size_only_verdict(case["ratio"], settings)
+    cols["verdict"] = verdict
 
 
-def _summary(
-    cases: list[dict[str, Any]], added: dict[str, int], removed: dict[str, int]
-) -> dict[str, Any]:
-    counts = {v: 0 for v in stats.VERDICTS}
-    for c in cases:
-        counts[c["verdict"]] += 1
-    size_only = sum(1 for c in cases if c["method"] == "size-only")
+def _apply_confirmation(
+    cols: dict[str, np.ndarray],
+    sampled: _Sampled,
+    confirm: tuple[RunRecord, RunRecord],
+    settings: stats.Settings,
+    rng: np.random.Generator,
+) -> None:
+    """Re-judge the flagged cases (first verdict in CONFIRM_VERDICTS) that the confirmation
+    records re-measured, on all their runs; a call stands only if replicated.
+
+    The re-measurement is an independent replication: regressed (improved) on the pooled
+    runs is final only if the replication alone points the same way with an interval that
+    excludes no change; else the case is inconclusive. Inconclusive cases get the extra runs,
+    which is what resolves them.
+    """
+    conf_base, conf_cand = confirm
+    position = {int(i): j for j, i in enumerate(sampled.index)}
+    keys = pa.array([str(k) for k in cols["key"]], type=pa.string())
+    conf_runs: dict[int, tuple[Runs, Runs]] = {}
+    for op in sorted(set(conf_base.ops) & set(conf_cand.ops)):
+        b_runs = runs_by_case(conf_base.samples[op], keys)
+        c_runs = runs_by_case(conf_cand.samples[op], keys)
+        flagged = (cols["op"] == op) & np.isin(cols["verdict"], CONFIRM_VERDICTS)
+        for i in np.flatnonzero(flagged):
+            key = cols["key"][i]
+            if key in b_runs and key in c_runs and int(i) in position:
+                conf_runs[int(i)] = (b_runs[key], c_runs[key])
+    if not conf_runs:
+        return
+    ids = np.array(sorted(conf_runs), dtype=np.int64)
+    replication = _run_stats([conf_runs[int(i)] for i in ids], settings, rng)
+    rep_q = stats.bh_qvalues(replication["p"])
+    rep_verdict = stats.verdicts(
+        replication["ratio"],
+        replication["lo"],
+        replication["hi"],
+        rep_q,
+        replication["threshold"],
+        settings.alpha,
+        settings.min_effect,
+        settings.max_same_band,
+    )
+    with np.errstate(invalid="ignore"):
+        rep_up = replication["lo"] > 1.0
+        rep_down = replication["hi"] < 1.0
+    pooled = _run_stats(
+        [
+            (
+                sampled.base[position[int(i)]] + conf_runs[int(i)][0],
+                sampled.cand[position[int(i)]] + conf_runs[int(i)][1],
+            )
+            for i in ids
+        ],
+        settings,
+        rng,
+    )
+    first_verdict = cols["verdict"].copy()
+    for name in ("ratio", "lo", "hi", "p", "noise", "threshold"):
+        cols[name][ids] = pooled[name]
+    cols["base_runs"][ids] = pooled["base_runs"].astype(np.int64)
+    cols["cand_runs"][ids] = pooled["cand_runs"].astype(np.int64)
+    _judge(cols, np.asarray(sampled.index, dtype=np.int64), settings)
+    final = cols["verdict"]
+    replicated = np.where(
+        final[ids] == stats.REGRESSED,
+        rep_up,
+        np.where(final[ids] == stats.IMPROVED, rep_down, True),
+    )
+    final[ids[~replicated]] = stats.INCONCLUSIVE
+    cols["first_verdict"][ids] = first_verdict[ids]
+    cols["remeasured"][ids] = True
+    # Every regressed/improved verdict of a re-measured case held on all its runs and was
+    # replicated by the re-measurement alone: that is what "confirmed" means.
+    cols["confirmed"][ids] = np.isin(final[ids], [stats.REGRESSED, stats.IMPROVED])
+    cols["confirm_ratio"][ids] = replication["ratio"]
+    cols["confirm_lo"][ids] = replication["lo"]
+    cols["confirm_hi"][ids] = replication["hi"]
+    cols["confirm_q"][ids] = rep_q
+    cols["confirm_verdict"][ids] = rep_verdict
+    cols["confirm_base_runs"][ids] = replication["base_runs"].astype(np.int64)
+    cols["confirm_cand_runs"][ids] = replication["cand_runs"].astype(np.int64)
+
+
+def _counts(verdicts: np.ndarray) -> dict[str, int]:
+    return {v: int(np.count_nonzero(verdicts == v)) for v in stats.VERDICTS}
+
+
+def _summary(table: CaseTable, added: dict[str, int], removed: dict[str, int]) -> dict[str, Any]:
     return {
-        "matched": len(cases),
+        "matched": len(table),
         "added": sum(added.values()),
         "removed": sum(removed.values()),
         "added_by_op": added,
         "removed_by_op": removed,
-        "verdicts": counts,
-        "size_only": size_only,
+        "verdicts": _counts(table["verdict"]),
+        "size_only": int(np.count_nonzero(table["method"] == SIZE_ONLY)),
+        "sampled": int(np.count_nonzero(table["method"] == SAMPLES)),
     }
 
 
-def _groups(
-    cases: list[dict[str, Any]], settings: stats.Settings, rng: np.random.Generator
+def _codes(*columns: np.ndarray) -> tuple[np.ndarray, list[tuple[str, ...]]]:
+    """Group codes of rows over several text columns, and each code's values (sorted)."""
+    combined = np.zeros(len(columns[0]), dtype=np.int64)
+    dictionaries = []
+    for values in columns:
+        encoded = pc.dictionary_encode(pa.array(values.tolist(), type=pa.string()))
+        dictionary = encoded.dictionary.to_pylist()
+        combined = combined * (len(dictionary) + 1) + encoded.indices.to_numpy(zero_copy_only=False)
+        dictionaries.append(dictionary)
+    uniques, inverse = np.unique(combined, return_inverse=True)
+    labels = []
+    for code in uniques:
+        parts = []
+        for dictionary in reversed(dictionaries):
+            code, index = divmod(int(code), len(dictionary) + 1)
+            parts.append(str(dictionary[index]))
+        labels.append(tuple(reversed(parts)))
+    order = sorted(range(len(labels)), key=lambda i: labels[i])
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse], [labels[i] for i in order]
+
+
+def _grouped(
+    table: CaseTable,
+    by: tuple[tuple[str, str], ...],
+    settings: stats.Settings,
+    rng: np.random.Generator,
 ) -> list[dict[str, Any]]:
-    by_group: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for c in cases:
-        by_group[(c["op"], c["dtype"], c["kernel_cand"])].append(c)
+    """Geometric-mean ratio with an interval over cases, per group of `by` (column, name)."""
+    if not len(table):
+        return []
+    codes, labels = _codes(*(table[column] for column, _ in by))
+    logs = np.log(table["ratio"])
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
     out = []
-    for (op, dtype, kernel), items in sorted(by_group.items()):
-        logs = np.log(np.array([c["ratio"] for c in items], dtype=float))
-        point, lo, hi = stats.geomean_interval(logs, settings, rng)
-        counts = {v: sum(1 for c in items if c["verdict"] == v) for v in stats.VERDICTS}
-        out.append(
-            {
-                "op": op,
-                "dtype": dtype,
-                "kernel_source": kernel,
-                "cases": len(items),
-                "geomean": point,
-                "lo": lo,
-                "hi": hi,
-                "verdicts": counts,
-            }
+    for label, members in zip(labels, np.split(order, bounds), strict=True):
+        point, lo, hi = stats.geomean_interval(logs[members], settings, rng)
+        row: dict[str, Any] = dict(zip((name for _, name in by), label, strict=True))
+        row.update(
+            cases=int(members.size),
+            geomean=point,
+            lo=lo,
+            hi=hi,
+            verdicts=_counts(table["verdict"][members]),
         )
+        out.append(row)
     return out
 
 
-def _dispatch_changes(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    pairs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
-    for c in cases:
-        if c["kernel_base"] != c["kernel_cand"]:
-            pairs[(c["op"], c["kernel_base"], c["kernel_cand"])].append(c["key"])
-    return [
-        {"op": op, "from": frm, "to": to, "count": len(keys), "sample_cases": keys[:5]}
-        for (op, frm, to), keys in sorted(pairs.items(), key=lambda kv: -len(kv[1]))
-    ]
+def _dispatch_changes(table: CaseTable) -> list[dict[str, Any]]:
+    changed = np.flatnonzero(table["kernel_base"] != table["kernel_cand"])
+    if not changed.size:
+        return []
+    codes, labels = _codes(
+        table["op"][changed], table["kernel_base"][changed], table["kernel_cand"][changed]
+    )
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    out = []
+    for (op, frm, to), members in zip(labels, np.split(order, bounds), strict=True):
+        rows = changed[members]
+        out.append(
+            {
+                "op": op,
+                "from": frm,
+                "to": to,
+                "count": int(rows.size),
+                "geomean": float(np.exp(np.mean(np.log(table["ratio"][rows])))),
+                "sample_cases": [str(table["key"][i]) for i in rows[:5]],
+            }
+        )
+    return sorted(out, key=lambda d: (-d["count"], d["op"], d["from"], d["to"]))
+
+
+def _histogram(ratios: np.ndarray) -> dict[str, Any]:
+    finite = ratios[np.isfinite(ratios)]
+    counts = np.bincount(
+        np.searchsorted(np.asarray(HISTOGRAM_EDGES), finite, side="right"),
+        minlength=len(HISTOGRAM_EDGES) + 1,
+    )
+    return {"edges": list(HISTOGRAM_EDGES), "counts": [int(c) for c in counts]}
+
+
+def _case_dict(table: CaseTable, i: int) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "key": str(table["key"][i]),
+        "op": str(table["op"][i]),
+        "dtype": str(table["dtype"][i]),
+        "params": {name: _py(values[i]) for name, values in table.fields if values[i] is not None},
+        "kernel_base": str(table["kernel_base"][i]),
+        "kernel_cand": str(table["kernel_cand"][i]),
+    }
+    for name in ("base_ms", "cand_ms", "ratio", "lo", "hi", "p", "q", "noise", "threshold"):
+        row[name] = _py(table[name][i])
+    row["method"] = str(table["method"][i])
+    row["base_runs"] = int(table["base_runs"][i])
+    row["cand_runs"] = int(table["cand_runs"][i])
+    row["verdict"] = str(table["verdict"][i])
+    row["remeasured"] = bool(table["remeasured"][i])
+    row["confirmed"] = bool(table["confirmed"][i])
+    if row["remeasured"]:
+        row["first_verdict"] = str(table["first_verdict"][i])
+        row["confirmation"] = {
+            "ratio": _py(table["confirm_ratio"][i]),
+            "lo": _py(table["confirm_lo"][i]),
+            "hi": _py(table["confirm_hi"][i]),
+            "q": _py(table["confirm_q"][i]),
+            "verdict": str(table["confirm_verdict"][i]),
+            "base_runs": int(table["confirm_base_runs"][i]),
+            "cand_runs": int(table["confirm_cand_runs"][i]),
+        }
+    return row
+
+
+def _py(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def notable_indices(table: CaseTable, per_verdict: int = NOTABLE_PER_VERDICT) -> np.ndarray:
+    """Cases worth listing: every non-same or re-measured case, the largest changes first,
+    at most `per_verdict` per verdict."""
+    size = np.abs(np.log(np.where(np.isfinite(table["ratio"]), table["ratio"], 1.0)))
+    chosen = []
+    for v in (stats.REGRESSED, stats.IMPROVED, stats.INCONCLUSIVE, stats.SAME):
+        mask = table["verdict"] == v
+        if v == stats.SAME:
+            mask &= table["remeasured"]
+        members = np.flatnonzero(mask)
+        members = members[np.argsort(-size[members], kind="stable")][:per_verdict]
+        chosen.append(members)
+    return np.concatenate(chosen) if chosen else np.array([], dtype=np.int64)
+
+
+def cases_to_confirm(table: CaseTable) -> list[str]:
+    """Keys of the sampled cases whose verdict a re-measurement should confirm."""
+    mask = np.isin(table["verdict"], CONFIRM_VERDICTS) & (table["method"] == SAMPLES)
+    return [str(k) for k in table["key"][mask]]
+
+
+def compare_latency(
+    base: RunRecord,
+    cand: RunRecord,
+    settings: stats.Settings,
+    confirm: tuple[RunRecord, RunRecord] | None = None,
+) -> tuple[dict[str, Any], CaseTable]:
+    """The latency section of a comparison and the full per-case table."""
+    table, added, removed = build_case_table(base, cand, settings, confirm)
+    rng = np.random.default_rng(settings.seed + 1)
+    listed = notable_indices(table)
+    section = {
+        "cases": [_case_dict(table, int(i)) for i in listed],
+        "cases_listed": int(listed.size),
+        "cases_total": len(table),
+        "summary": _summary(table, added, removed),
+        "groups": _grouped(
+            table,
+            (("op", "op"), ("dtype", "dtype"), ("kernel_cand", "kernel_source")),
+            settings,
+            rng,
+        ),
+        "by_dtype": _grouped(table, (("op", "op"), ("dtype", "dtype")), settings, rng),
+        "dispatch_changes": _dispatch_changes(table),
+        "histogram": _histogram(table["ratio"]),
+    }
+    return section, table

@@ -121,6 +121,8 @@ def _case_row(case: dict[str, Any]) -> dict[str, Any]:
     verdict = case["verdict"] + (" (size only)" if case.get("method") == "size-only" else "")
     if case.get("confirmed"):
         verdict += " · confirmed"
+    if case.get("remeasured") and case.get("first_verdict") != case["verdict"]:
+        verdict += f" (first pass: {case.get('first_verdict')}; re-measured)"
     return {
         "label": case_label(case),
         "kernel": case.get("kernel_cand", ""),
@@ -135,18 +137,28 @@ def _case_row(case: dict[str, Any]) -> dict[str, Any]:
 _BINS = (0.9, 0.95, 0.98, 0.99, 1.01, 1.02, 1.05, 1.1)
 
 
-def ratio_chart(cases: list[dict[str, Any]]) -> str | None:
-    """A Mermaid bar chart of the ratio distribution: GitHub renders it, no image hosting."""
-    ratios = [c["ratio"] for c in cases if c.get("ratio") is not None and math.isfinite(c["ratio"])]
-    if not ratios:
-        return None
-    edges = list(_BINS)
+def ratio_chart(cases: list[dict[str, Any]], histogram: dict[str, Any] | None = None) -> str | None:
+    """A Mermaid bar chart of the ratio distribution: GitHub renders it, no image hosting.
+
+    `histogram` (the comparison's, over every matched case) wins over counting `cases`."""
+    if histogram is not None:
+        edges = [float(e) for e in histogram["edges"]]
+        counts = [int(c) for c in histogram["counts"]]
+        if not sum(counts):
+            return None
+    else:
+        ratios = [
+            c["ratio"] for c in cases if c.get("ratio") is not None and math.isfinite(c["ratio"])
+        ]
+        if not ratios:
+            return None
+        edges = list(_BINS)
+        counts = [0] * (len(edges) + 1)
+        for r in ratios:
+            counts[sum(1 for e in edges if r >= e)] += 1
     labels = [f"<{fmt_change(edges[0])}"]
     labels += [f"{fmt_change(a)}..{fmt_change(b)}" for a, b in itertools.pairwise(edges)]
     labels.append(f">{fmt_change(edges[-1])}")
-    counts = [0] * (len(edges) + 1)
-    for r in ratios:
-        counts[sum(1 for e in edges if r >= e)] += 1
     x_axis = ", ".join(json.dumps(label) for label in labels)
     return (
         "xychart-beta\n"
@@ -263,6 +275,16 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         f"{v['regressed']} regressed, {v['improved']} improved, {v['inconclusive']} inconclusive, "
         f"{v['same']} unchanged."
     )
+    confirmation = comparison.get("confirmation") or {}
+    if confirmation.get("performed"):
+        latency_line += (
+            f" Re-measured in a paired confirmation round: {confirmation.get('remeasured', 0)} "
+            f"cases; {confirmation.get('confirmed', 0)} verdicts confirmed, "
+            f"{confirmation.get('overturned', 0)} not replicated, "
+            f"{confirmation.get('resolved', 0)} inconclusive resolved."
+        )
+    elif v["regressed"] or v["improved"] or v["inconclusive"]:
+        latency_line += " Verdicts are from one pass (no confirmation round)."
     if summary.get("size_only"):
         latency_line += (
             f" {summary['size_only']} cases had no samples on one side and were judged by size "
@@ -322,7 +344,7 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
             }
             for g in latency["groups"][: opts.detail_rows]
         ],
-        "chart": Markup(chart) if (chart := ratio_chart(cases)) else None,
+        "chart": Markup(chart) if (chart := ratio_chart(cases, latency.get("histogram"))) else None,
         "other_cases": [_case_row(c) for c in others[: opts.detail_rows]],
         "other_omitted": max(0, len(others) - opts.detail_rows),
         "dispatch": [
@@ -340,7 +362,8 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         "artifacts_url": opts.artifacts_url,
         "version": __version__,
         "schema_version": comparison["schema_version"],
-        "baseline_kind": comparison["baseline"].get("kind", "run"),
+        "baseline_kind": comparison["baseline"].get("kind", "run")
+        + (" (paired)" if comparison["baseline"].get("paired") else ""),
         "cand_status": cand.get("status") or "complete",
         "cand_planned": (cand.get("counts") or {}).get("planned", "?"),
         "cand_attempted": (cand.get("counts") or {}).get("attempted", "?"),

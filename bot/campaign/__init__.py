@@ -1,0 +1,1 @@
+"""Paired A/B campaigns: two collector versions, alternated round by round on one device."""

@@ -1,0 +1,1 @@
+"""Importers: perf tables of other tools, read as run records."""
