@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
-from bot.compare.comparison import compare_records, write_comparison
+from bot.compare.comparison import compare_records, compare_runs, write_comparison
 from bot.render.comment import GITHUB_COMMENT_LIMIT, Marker
 from collector.record import CHECKPOINT, Checkpoint, read_record
 from tests.factories import failure, gemm_case, simulated_runs, write_record
@@ -248,8 +248,10 @@ def test_html_report_is_self_contained_sortable_and_escaped(
         failures=[failure(cases[0], HOSTILE[1] + HOSTILE[2])],
         kernel_for=lambda c: "<b>sm90_kernel</b>",
     )
+    # Through compare_runs, as `collectbot compare` does: every case lands in cases.parquet and
+    # the report must plot all of them, not only the JSON's notable ones.
     cmp_dir = write_comparison(
-        compare_records(read_record(base), read_record(cand)), tmp_path / "cmp"
+        compare_runs(read_record(base), read_record(cand)), tmp_path / "cmp"
     ).parent
     html = tmp_path / "report.html"
     result = runner.invoke(app, ["render", str(cmp_dir), "--html", str(html)])

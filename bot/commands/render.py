@@ -99,7 +99,7 @@ def render(
             html.write_text(render_run_html_report(info))
             typer.echo(str(html))
         return
-    from bot.compare.comparison import load_comparison
+    from bot.compare.comparison import load_cases, load_comparison
 
     assert cmp_dir is not None
     comparison = load_comparison(cmp_dir)
@@ -111,5 +111,5 @@ def render(
         from bot.render.html import render_html_report
 
         html.parent.mkdir(parents=True, exist_ok=True)
-        html.write_text(render_html_report(comparison))
+        html.write_text(render_html_report(comparison, load_cases(cmp_dir, comparison)))
         typer.echo(str(html))

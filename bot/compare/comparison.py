@@ -374,6 +374,26 @@ def write_comparison(result: Comparison | dict[str, Any], out_dir: Path) -> Path
     return path
 
 
+def load_cases(path: Path, comparison: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every case of a comparison: from cases.parquet beside it when there is one (the JSON
+    lists only the notable cases), else the JSON's own list."""
+    directory = path if path.is_dir() else path.parent
+    name = comparison.get("latency", {}).get("cases_file")
+    if not name or not (directory / name).is_file():
+        return list(comparison["latency"]["cases"])
+    try:
+        table = pq.read_table(directory / name)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{directory / name}: not a readable parquet file ({exc})") from None
+    rows = []
+    for row in table.to_pylist():
+        params = {k[6:]: v for k, v in row.items() if k.startswith("param_") and v is not None}
+        case = {k: v for k, v in row.items() if not k.startswith("param_")}
+        case["params"] = params
+        rows.append(case)
+    return rows
+
+
 def load_comparison(path: Path) -> dict[str, Any]:
     target = path / COMPARISON_JSON if path.is_dir() else path
     if not target.is_file():

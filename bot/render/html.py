@@ -218,9 +218,12 @@ def _case_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def render_html_report(comparison: dict[str, Any]) -> str:
+def render_html_report(
+    comparison: dict[str, Any], all_cases: list[dict[str, Any]] | None = None
+) -> str:
+    """The report; `all_cases` (from cases.parquet) when given, else the JSON's notable cases."""
     verdict = comparison["verdict"]
-    cases = comparison["latency"]["cases"]
+    cases = all_cases if all_cases is not None else comparison["latency"]["cases"]
     fg = comparison["failure_groups"]
     groups = (
         [{**g, "change": "new"} for g in fg.get("new", [])]
