@@ -19,6 +19,7 @@ app = typer.Typer(
 
 # Registration order is the order `--help` lists the commands in.
 from bot.commands import (  # noqa: E402, F401
+    bundle,
     campaign,
     collect,
     compare,

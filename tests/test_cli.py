@@ -14,6 +14,7 @@ from tests.schema_check import assert_valid_comparison
 
 runner = CliRunner()
 COMMANDS = [
+    "bundle",
     "collect",
     "compare",
     "render",

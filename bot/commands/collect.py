@@ -163,19 +163,38 @@ def collect(
         float | None,
         typer.Option(min=1, help="With --image: stop the container after this many seconds."),
     ] = None,
+    framework_version: Annotated[
+        str | None,
+        typer.Option(
+            help="Version the framework must have exactly; default: the pin in "
+            "images/manifest.yaml."
+        ),
+    ] = None,
 ) -> None:
     """Run a kernel sweep and write a run record.
 
     The record holds run.json, <op>_perf.parquet, <op>_samples.parquet and failures.json.
     """
+    import os
+
     from bot.collect_command import collect_command
-    from collector.backends import check_backend_name
+    from collector.backends import check_backend_name, preflight
     from collector.canary import Canary
     from collector.caseplan import parse_shard
     from collector.engine import CollectConfig, run_collection
     from collector.timing import Protocol
+    from collector.versions import EXPECTED_VERSION_ENV
 
     check_backend_name(backend)
+    if framework_version is not None:
+        if not framework_version.strip():
+            raise UserError("--framework-version: give a version, e.g. 0.24.0")
+        # Read by the backends' version gate (collector/versions.py); workers inherit it.
+        os.environ[EXPECTED_VERSION_ENV] = framework_version.strip()
+    if image is None:
+        # The version gate, before a run directory or a worker exists. With --image it
+        # runs inside the container, where the framework is installed.
+        preflight(backend)
     if cases is not None and not cases.is_file():
         raise UserError(f"{cases}: case file not found")
     canary = None
@@ -222,6 +241,8 @@ def collect(
     if out is None:
         raise UserError("--out: required (the run record directory to write)")
     cfg.command = collect_command(cfg)
+    if framework_version is not None:
+        cfg.command[-2:-2] = ["--framework-version", framework_version.strip()]
     if image is not None:
         from bot.images.container import container_options, run_collect_command
 
@@ -232,6 +253,15 @@ def collect(
         return
     run_json = run_collection(cfg)
     typer.echo(str(run_json.parent))
+    _fail_if_run_failed(run_json)
+
+
+def _fail_if_run_failed(run_json: Path) -> None:
+    """A run that could not measure at all (its backend did not start) ends non-zero."""
+    meta = json.loads(run_json.read_text())
+    if meta.get("status") == "failed":
+        reason = str(meta.get("error") or "see failures.json").splitlines()[0]
+        raise UserError(f"run failed, record in {run_json.parent}: {reason}")
 
 
 def _plan_summary(cfg: CollectConfig) -> dict[str, Any]:

@@ -24,7 +24,23 @@ def _torch(**options: Any) -> Backend:
     return TorchBackend()
 
 
-_FACTORIES: dict[str, Callable[..., Backend]] = {"torch": _torch}
+def _vllm(**options: Any) -> Backend:
+    # Imports vLLM (about 20 s): a missing or broken install is an ImportError here, which
+    # the engine records as `backend_unavailable` for every case.
+    from collector.backends.vllm_backend import VllmBackend
+
+    return VllmBackend()
+
+
+def _preflight_vllm() -> None:
+    from collector.backends.vllm_backend import check_installed_version
+
+    check_installed_version()
+
+
+_FACTORIES: dict[str, Callable[..., Backend]] = {"torch": _torch, "vllm": _vllm}
+# Cheap checks run once, before a run directory or a worker exists (no framework import).
+_PREFLIGHT: dict[str, Callable[[], None]] = {"vllm": _preflight_vllm}
 BACKEND_NAMES = tuple(sorted(_FACTORIES))
 
 
@@ -33,10 +49,18 @@ def check_backend_name(name: str) -> None:
         raise UserError(f"unknown backend {name!r}; known backends: {', '.join(BACKEND_NAMES)}")
 
 
+def preflight(name: str) -> None:
+    """The backend's version gate: a one-line UserError before anything is collected."""
+    check_backend_name(name)
+    check = _PREFLIGHT.get(name)
+    if check is not None:
+        check()
+
+
 def get_backend(name: str, **options: Any) -> Backend:
     """Build a backend; ImportError means its framework is missing (a classified failure)."""
     check_backend_name(name)
     return _FACTORIES[name](**options)
 
 
-__all__ = ["BACKEND_NAMES", "Backend", "Prepared", "get_backend"]
+__all__ = ["BACKEND_NAMES", "Backend", "Prepared", "get_backend", "preflight"]

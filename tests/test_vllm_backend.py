@@ -1,0 +1,210 @@
+"""The vllm backend where no GPU or vLLM is needed: pins, the gate, unavailability, the CLI.
+
+Installed versions are faked through real package metadata: a `vllm-X.dist-info` folder on
+PYTHONPATH is what importlib.metadata (and so the gate) sees, without a vLLM package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collector.backends import BACKEND_NAMES, get_backend
+from collector.backends.vllm_backend import BackendUnavailable, VllmBackend
+from collector.caseplan import Case, build_plan
+from collector.errors import UserError
+from collector.failures import BACKEND_UNAVAILABLE, UNSUPPORTED, classify_exception
+from collector.versions import (
+    EXPECTED_VERSION_ENV,
+    MANIFEST_ENV,
+    check_pin,
+    expected_version,
+    load_pins,
+    require_pin,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+VLLM_PRESENT = importlib.util.find_spec("vllm") is not None
+
+
+@pytest.fixture
+def manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "manifest.yaml"
+    path.write_text('frameworks:\n  vllm:\n    version: "0.24.0"\n    torch: "2.11.0"\n')
+    monkeypatch.setenv(MANIFEST_ENV, str(path))
+    monkeypatch.delenv(EXPECTED_VERSION_ENV, raising=False)
+    return path
+
+
+def _gemm() -> Case:
+    return Case.build("gemm", {"gemm_dtype": "bfloat16", "m": 8, "n": 64, "k": 64})
+
+
+def test_repository_manifest_pins_vllm() -> None:
+    pins = load_pins(ROOT / "images" / "manifest.yaml")
+    assert pins["vllm"].version == "0.24.0"
+    assert pins["vllm"].get("torch") == "2.11.0"
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("frameworks: [1]\n", "'frameworks' mapping"),
+        ("frameworks:\n  vllm: 3\n", "frameworks.vllm must be a mapping"),
+        ("frameworks:\n  vllm:\n    version: 0.24\n", "must be a non-empty string"),
+        ("frameworks:\n  vllm: {version: ''}\n", "must be a non-empty string"),
+        ("frameworks: {vllm: [\n", "line"),
+    ],
+)
+def test_malformed_manifest_is_a_one_line_error(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=match) as info:
+        load_pins(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_override_wins_over_manifest(manifest: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert expected_version("vllm") == ("0.24.0", f"{manifest} frameworks.vllm.version")
+    monkeypatch.setenv(EXPECTED_VERSION_ENV, "0.25.1")
+    assert expected_version("vllm") == ("0.25.1", f"${EXPECTED_VERSION_ENV}")
+    assert expected_version("sglang") == ("0.25.1", f"${EXPECTED_VERSION_ENV}")
+
+
+def test_no_pin_anywhere_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MANIFEST_ENV, str(tmp_path / "absent.yaml"))
+    monkeypatch.delenv(EXPECTED_VERSION_ENV, raising=False)
+    assert expected_version("vllm") is None
+    with pytest.raises(UserError, match="no pinned vllm version"):
+        require_pin("vllm", "0.24.0")
+
+
+def test_pin_is_exact_string_equality() -> None:
+    check_pin("vllm", "0.24.0", "0.24.0", "m")
+    for installed in ("0.24.1", "0.24.0+cu130", "0.24", "0.24.0rc1"):
+        with pytest.raises(UserError, match=re.escape(f"vllm {installed} is installed but m")):
+            check_pin("vllm", installed, "0.24.0", "m")
+
+
+def test_gate_refuses_a_wrong_installed_version(manifest: Path) -> None:
+    with pytest.raises(UserError, match=r"vllm 0\.23\.0 is installed but .* pins 0\.24\.0"):
+        VllmBackend(version_of=lambda dist: "0.23.0" if dist == "vllm" else None)
+
+
+def test_gate_passes_the_pinned_version(manifest: Path) -> None:
+    backend = VllmBackend(version_of=lambda dist: "0.24.0")
+    assert backend.framework_version() == "0.24.0"
+    assert backend.supported_ops() == {"gemm", "context_attention", "generation_attention"}
+
+
+def test_not_installed_fails_each_case_as_backend_unavailable(manifest: Path) -> None:
+    backend = VllmBackend(version_of=lambda dist: None)
+    assert backend.framework_version() == "not installed"
+    for device in ("cuda", "cpu"):
+        with pytest.raises(BackendUnavailable, match="vLLM not installed") as info:
+            backend.prepare(_gemm(), device, 0)
+        assert classify_exception(info.value) == BACKEND_UNAVAILABLE
+
+
+def test_cpu_device_is_unsupported_when_installed(manifest: Path) -> None:
+    backend = VllmBackend(version_of=lambda dist: "0.24.0")
+    with pytest.raises(NotImplementedError, match="needs a CUDA device") as info:
+        backend.prepare(_gemm(), "cpu", 0)
+    assert classify_exception(info.value) == UNSUPPORTED
+
+
+@pytest.mark.skipif(VLLM_PRESENT, reason="vLLM is importable here; this checks its absence")
+def test_installed_but_unimportable_is_backend_unavailable(manifest: Path) -> None:
+    backend = VllmBackend(version_of=lambda dist: "0.24.0")
+    for _ in range(2):  # the reason is remembered; each case gets its own exception
+        with pytest.raises(BackendUnavailable, match="installed but does not import") as info:
+            backend.prepare(_gemm(), "cuda", 0)
+        assert classify_exception(info.value) == BACKEND_UNAVAILABLE
+        assert "vllm" in str(info.value)
+
+
+def test_backend_is_registered_lazily() -> None:
+    assert "vllm" in BACKEND_NAMES
+    assert "collector.backends.vllm_runtime" not in sys.modules
+    if not VLLM_PRESENT:
+        backend = get_backend("vllm")
+        assert backend.name == "vllm" and backend.framework_version() == "not installed"
+
+
+def test_vllm_case_sets_cover_the_acceptance_floor() -> None:
+    plan = build_plan(("gemm", "context_attention", "generation_attention"), case_set="vllm")
+    counts = plan.count_by_op()
+    assert counts["gemm"] >= 100
+    assert counts["context_attention"] + counts["generation_attention"] >= 50
+    gemm = [c for c in plan.cases if c.op == "gemm"]
+    assert {c.params["gemm_dtype"] for c in gemm} == {"bfloat16", "fp8", "fp8_block"}
+    block = [c.params for c in gemm if c.params["gemm_dtype"] == "fp8_block"]
+    aligned = [p for p in block if p["n"] % 64 == 0 and p["k"] % 128 == 0]
+    assert any(p["m"] < 32 for p in aligned) and any(p["m"] >= 32 for p in aligned)
+    assert len(aligned) < len(block)  # unaligned shapes reach CUTLASS
+    attention = [c for c in plan.cases if c.op != "gemm"]
+    assert {c.params["kv_cache_dtype"] for c in attention} == {"bfloat16", "fp8"}
+    smoke = build_plan(("gemm", "context_attention", "generation_attention"), case_set="vllm-smoke")
+    assert smoke.count_by_op() == {"gemm": 5, "context_attention": 2, "generation_attention": 2}
+
+
+def _fake_dist(root: Path, version: str) -> Path:
+    info = root / f"vllm-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    return root
+
+
+def _collect(
+    tmp_path: Path, out: Path, pythonpath: Path | None, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in (EXPECTED_VERSION_ENV, MANIFEST_ENV)}
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (pythonpath, ROOT) if p is not None)
+    cmd = [sys.executable, "-m", "bot", "collect", "--backend", "vllm", "--ops", "gemm"]
+    cmd += ["--case-set", "vllm-smoke", "--out", str(out), "--quiet", "--runs", "1", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(VLLM_PRESENT, reason="vLLM is importable here; this checks its absence")
+def test_cli_not_installed_is_recorded_and_fails(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = _collect(tmp_path, out, None)
+    assert proc.returncode == 2, proc.stderr
+    error_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(error_lines) == 1 and "vLLM not installed" in error_lines[0]
+    assert "Traceback" not in proc.stderr
+    failures = json.loads((out / "failures.json").read_text())
+    assert len(failures) == 5
+    assert {f["classification"] for f in failures} == {BACKEND_UNAVAILABLE}
+    assert {f["exception_type"] for f in failures} == {"BackendUnavailable"}
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["framework_version"] == "not installed" and meta["counts"]["ok"] == 0
+
+
+@pytest.mark.slow
+def test_cli_wrong_version_stops_before_collecting(tmp_path: Path) -> None:
+    site = _fake_dist(tmp_path / "site", "0.23.0")
+    out = tmp_path / "run"
+    proc = _collect(tmp_path, out, site)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "vllm 0.23.0 is installed but" in proc.stderr and "pins 0.24.0" in proc.stderr
+    assert not out.exists()  # nothing collected, not even a partial record
+    # The explicit pin overrides the manifest: the gate passes, then the (fake) install
+    # cannot be used on this CPU and every case says why.
+    proc = _collect(tmp_path, out, site, "--framework-version", "0.23.0")
+    assert proc.returncode == 0, proc.stderr
+    failures = json.loads((out / "failures.json").read_text())
+    assert {f["classification"] for f in failures} == {UNSUPPORTED}
+    assert "needs a CUDA device" in failures[0]["message"]
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["framework_version"] == "0.23.0"
+    assert "--framework-version" in meta["command"]
