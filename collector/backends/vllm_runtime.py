@@ -104,9 +104,12 @@ class VllmRuntime:
         self._tmp = Path(tempfile.mkdtemp(prefix="collectbot-vllm-"))
         self._attention: OrderedDict[AttentionKey, AttentionEntry] = OrderedDict()
         self._register_probe_architecture()
-        # The config linear layers are built under: a one-layer model with bf16 weights.
+        # The config linear layers are built under: a one-layer bf16 model, run eagerly.
+        # Eager (compilation mode NONE) keeps vLLM's custom ops on, so a linear layer's
+        # activation quantization is vLLM's CUDA kernel (as `--enforce-eager` runs it)
+        # rather than the torch-native fallback that torch.compile would otherwise fuse.
         self.base_config = self._engine_config(
-            model_hf_config(32, 8, 128, MAX_MODEL_LEN), cache_dtype="auto"
+            model_hf_config(32, 8, 128, MAX_MODEL_LEN), cache_dtype="auto", enforce_eager=True
         )
         self._stack.enter_context(set_current_vllm_config(self.base_config))
         self._init_distributed()
@@ -146,8 +149,13 @@ class VllmRuntime:
         cache_dtype: str,
         block: int | None = None,
         dtype: str = "bfloat16",
+        enforce_eager: bool = False,
     ) -> Any:
-        """A VllmConfig built the way `vllm serve` builds one, from engine arguments."""
+        """A VllmConfig built the way `vllm serve` builds one, from engine arguments.
+
+        Attention configs keep serving's defaults (CUDA graphs on), which set how the
+        metadata builders plan kernels (FA3's split bound for graph-sized batches).
+        """
         model_dir = Path(tempfile.mkdtemp(prefix="model-", dir=self._tmp))
         (model_dir / "config.json").write_text(json.dumps(hf_config, indent=1))
         args = EngineArgs(
@@ -161,6 +169,7 @@ class VllmRuntime:
             kv_cache_dtype=cache_dtype,
             block_size=block if block is not None else block_size(),
             max_num_seqs=MAX_NUM_SEQS,
+            enforce_eager=enforce_eager,
         )
         return args.create_engine_config()
 
