@@ -226,15 +226,14 @@ def test_repository_spec_is_valid() -> None:
     assert spec.target.abi == "cp312"
 
 
-def _sh(
-    script: str, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "PYTHON": sys.executable, **(env or {})}
+def _sh(script: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": sys.executable}
     return subprocess.run(
         ["bash", str(SCRIPTS / script), *args],
         capture_output=True,
         text=True,
-        env=full,
+        env=env,
+        cwd=cwd,
         timeout=300,
     )
 
@@ -250,10 +249,11 @@ def test_stage_and_install_scripts(tmp_path: Path) -> None:
         no_index=True,
     )
     stage, target = tmp_path / "stage", tmp_path / "site"
-    # Not all parts staged yet: the installer lists what is missing.
-    proc = _sh("stage_part.sh", str(result.carry_dirs[0]), str(stage))
+    # Not all parts staged yet: the installer lists what is missing. Paths may be relative.
+    relative = result.carry_dirs[0].relative_to(tmp_path)
+    proc = _sh("stage_part.sh", str(relative), "stage", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "stage " + str(stage) + ": 1 of 3 parts" in proc.stdout
+    assert "stage stage: 1 of 3 parts" in proc.stdout
     proc = _sh("install_bundle.sh", str(stage), str(target))
     assert proc.returncode == 3
     assert "missing parts: " in proc.stderr and "part02of03" in proc.stderr
@@ -269,7 +269,7 @@ def test_stage_and_install_scripts(tmp_path: Path) -> None:
     assert not (stage / result.parts[1].name).exists()
     for folder in result.carry_dirs[1:]:
         assert _sh("stage_part.sh", str(folder), str(stage)).returncode == 0
-    proc = _sh("install_bundle.sh", str(stage), str(target))
+    proc = _sh("install_bundle.sh", "stage", "site", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "installed fakefw 1.0 and 2 wheels" in proc.stdout
     assert f"export PYTHONPATH={target}" in proc.stdout

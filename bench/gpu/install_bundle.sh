@@ -16,6 +16,8 @@ target=${2:-${TARGET:-/tmp/site}}
 python=${PYTHON:-python3}
 die() { echo "error: $*" >&2; exit "${2:-2}"; }
 [ -f "$stage/PARTS.sha256" ] || die "$stage/PARTS.sha256 not found (stage a part first)"
+mkdir -p "$target"
+target=$(cd "$target" && pwd)
 cd "$stage"
 mapfile -t parts < <(awk '$2 ~ /\.part[0-9]+of[0-9]+$/ {print $2}' PARTS.sha256 | sort)
 tarname=$(awk '$2 ~ /\.tar$/ {print $2}' PARTS.sha256)

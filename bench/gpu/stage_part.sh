@@ -10,6 +10,7 @@ set -euo pipefail
 src=${1:?usage: stage_part.sh CARRIED_PART_DIR [STAGE_DIR]}
 stage=${2:-${STAGE:-/tmp/stage}}
 [ -f "$src/PARTS.sha256" ] || { echo "error: $src has no PARTS.sha256" >&2; exit 2; }
+src=$(cd "$src" && pwd)
 mkdir -p "$stage"
 shopt -s nullglob
 staged=0
