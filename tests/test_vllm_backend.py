@@ -12,12 +12,18 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
-from collector.backends import BACKEND_NAMES, get_backend
-from collector.backends.vllm_backend import BackendUnavailable, VllmBackend
+from collector.backends import BACKEND_NAMES, get_backend, preflight
+from collector.backends.vllm_backend import (
+    BackendUnavailable,
+    VllmBackend,
+    check_installed_version,
+    require_cuda,
+)
 from collector.caseplan import Case, build_plan
 from collector.errors import UserError
 from collector.failures import BACKEND_UNAVAILABLE, UNSUPPORTED, classify_exception
@@ -94,48 +100,57 @@ def test_pin_is_exact_string_equality() -> None:
 
 
 def test_gate_refuses_a_wrong_installed_version(manifest: Path) -> None:
+    wrong = {"vllm": "0.23.0"}.get
     with pytest.raises(UserError, match=r"vllm 0\.23\.0 is installed but .* pins 0\.24\.0"):
-        VllmBackend(version_of=lambda dist: "0.23.0" if dist == "vllm" else None)
+        check_installed_version(wrong)
+    with pytest.raises(UserError, match="refusing to collect"):
+        VllmBackend(version_of=wrong)
 
 
-def test_gate_passes_the_pinned_version(manifest: Path) -> None:
-    backend = VllmBackend(version_of=lambda dist: "0.24.0")
-    assert backend.framework_version() == "0.24.0"
-    assert backend.supported_ops() == {"gemm", "context_attention", "generation_attention"}
+def test_gate_passes_the_pinned_version_and_ignores_absence(manifest: Path) -> None:
+    assert check_installed_version({"vllm": "0.24.0"}.get) == "0.24.0"
+    assert check_installed_version(lambda dist: None) is None
 
 
-def test_not_installed_fails_each_case_as_backend_unavailable(manifest: Path) -> None:
-    backend = VllmBackend(version_of=lambda dist: None)
-    assert backend.framework_version() == "not installed"
-    for device in ("cuda", "cpu"):
-        with pytest.raises(BackendUnavailable, match="vLLM not installed") as info:
-            backend.prepare(_gemm(), device, 0)
-        assert classify_exception(info.value) == BACKEND_UNAVAILABLE
-
-
-def test_cpu_device_is_unsupported_when_installed(manifest: Path) -> None:
-    backend = VllmBackend(version_of=lambda dist: "0.24.0")
-    with pytest.raises(NotImplementedError, match="needs a CUDA device") as info:
-        backend.prepare(_gemm(), "cpu", 0)
-    assert classify_exception(info.value) == UNSUPPORTED
+def test_not_installed_is_backend_unavailable(manifest: Path) -> None:
+    with pytest.raises(BackendUnavailable, match="vLLM not installed") as info:
+        VllmBackend(version_of=lambda dist: None)
+    assert classify_exception(info.value) == BACKEND_UNAVAILABLE
 
 
 @pytest.mark.skipif(VLLM_PRESENT, reason="vLLM is importable here; this checks its absence")
 def test_installed_but_unimportable_is_backend_unavailable(manifest: Path) -> None:
-    backend = VllmBackend(version_of=lambda dist: "0.24.0")
-    for _ in range(2):  # the reason is remembered; each case gets its own exception
-        with pytest.raises(BackendUnavailable, match="installed but does not import") as info:
-            backend.prepare(_gemm(), "cuda", 0)
-        assert classify_exception(info.value) == BACKEND_UNAVAILABLE
-        assert "vllm" in str(info.value)
+    with pytest.raises(
+        BackendUnavailable, match=r"0\.24\.0 is installed but does not import"
+    ) as info:
+        VllmBackend(version_of={"vllm": "0.24.0"}.get)
+    assert classify_exception(info.value) == BACKEND_UNAVAILABLE
+    assert "vllm" in str(info.value)
 
 
-def test_backend_is_registered_lazily() -> None:
+def test_cpu_device_and_unknown_ops_are_unsupported(manifest: Path) -> None:
+    with pytest.raises(NotImplementedError, match="needs a CUDA device") as info:
+        require_cuda("cpu")
+    assert classify_exception(info.value) == UNSUPPORTED
+    require_cuda("cuda:1")
+    # A stand-in for the imported runtime module: these checks come before any use of it.
+    backend = VllmBackend(
+        version_of={"vllm": "0.24.0"}.get, import_runtime=lambda: types.ModuleType("rt")
+    )
+    assert backend.framework_version() == "0.24.0"
+    assert backend.supported_ops() == {"gemm", "context_attention", "generation_attention"}
+    with pytest.raises(NotImplementedError, match="needs a CUDA device"):
+        backend.prepare(_gemm(), "cpu", 0)
+
+
+def test_backend_is_registered_lazily(manifest: Path) -> None:
     assert "vllm" in BACKEND_NAMES
     assert "collector.backends.vllm_runtime" not in sys.modules
+    preflight("vllm")  # no vLLM distribution here, or the pinned one: nothing to refuse
+    preflight("torch")
     if not VLLM_PRESENT:
-        backend = get_backend("vllm")
-        assert backend.name == "vllm" and backend.framework_version() == "not installed"
+        with pytest.raises(BackendUnavailable):
+            get_backend("vllm")
 
 
 def test_vllm_case_sets_cover_the_acceptance_floor() -> None:
@@ -186,10 +201,11 @@ def test_cli_not_installed_is_recorded_and_fails(tmp_path: Path) -> None:
     assert {f["classification"] for f in failures} == {BACKEND_UNAVAILABLE}
     assert {f["exception_type"] for f in failures} == {"BackendUnavailable"}
     meta = json.loads((out / "run.json").read_text())
-    assert meta["framework_version"] == "not installed" and meta["counts"]["ok"] == 0
+    assert meta["status"] == "failed" and meta["counts"]["ok"] == 0
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(VLLM_PRESENT, reason="vLLM is importable here; this checks its absence")
 def test_cli_wrong_version_stops_before_collecting(tmp_path: Path) -> None:
     site = _fake_dist(tmp_path / "site", "0.23.0")
     out = tmp_path / "run"
@@ -199,12 +215,12 @@ def test_cli_wrong_version_stops_before_collecting(tmp_path: Path) -> None:
     assert "vllm 0.23.0 is installed but" in proc.stderr and "pins 0.24.0" in proc.stderr
     assert not out.exists()  # nothing collected, not even a partial record
     # The explicit pin overrides the manifest: the gate passes, then the (fake) install
-    # cannot be used on this CPU and every case says why.
+    # does not import, and every case says so.
     proc = _collect(tmp_path, out, site, "--framework-version", "0.23.0")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 2
+    assert "installed but does not import" in proc.stderr
     failures = json.loads((out / "failures.json").read_text())
-    assert {f["classification"] for f in failures} == {UNSUPPORTED}
-    assert "needs a CUDA device" in failures[0]["message"]
+    assert {f["classification"] for f in failures} == {BACKEND_UNAVAILABLE}
     meta = json.loads((out / "run.json").read_text())
-    assert meta["framework_version"] == "0.23.0"
+    assert meta["status"] == "failed"
     assert "--framework-version" in meta["command"]

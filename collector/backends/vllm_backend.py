@@ -1,19 +1,21 @@
 """The vllm backend: vLLM's own linear layers and attention backends, as vLLM dispatches them.
 
-Construction only reads package metadata (no vLLM import), so it is cheap and runs on any
-machine:
-- vLLM installed: its version must equal the pin (`collector/versions.py`), else a
-  one-line error before anything is collected;
-- vLLM not installed: every case fails with `BackendUnavailable` (an ImportError, so it is
-  classified `backend_unavailable`), with the reason and the way to install it.
-vLLM itself is imported on the first prepared case (`vllm_runtime`, about 20 s); an import
-that fails (a missing dependency of the bundle, say) fails every case the same way.
+Two checks, in order:
+- `check_installed_version` (run by `collectbot collect` before a run directory or a worker
+  exists; reads package metadata only): an installed vLLM must equal the pin
+  (`collector/versions.py`), else a one-line error and nothing is collected;
+- building the backend (in each worker): vLLM must be installed and import (about 20 s);
+  otherwise `BackendUnavailable`, an ImportError, which the engine records as
+  `backend_unavailable` for every planned case, and the run is marked failed.
+The CUDA side (distributed world of one, configs) is set up on the first prepared case,
+when the device is known (`vllm_runtime`).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from collector.backends.base import Prepared
@@ -28,60 +30,71 @@ INSTALL_HINT = (
     "or pip install vllm==<pin>"
 )
 
+VersionOf = Callable[[str], "str | None"]
+
 
 class BackendUnavailable(ImportError):
     """The framework cannot be used in this process; classified `backend_unavailable`."""
+
+
+def check_installed_version(version_of: VersionOf = installed_version) -> str | None:
+    """The version gate; returns the installed version (None: not installed, no gate)."""
+    installed = version_of(DISTRIBUTION)
+    if installed is not None:
+        require_pin("vllm", installed)
+    return installed
+
+
+def require_cuda(device: str) -> None:
+    if not device.startswith("cuda"):
+        raise NotImplementedError(f"the vllm backend needs a CUDA device, got {device!r}")
+
+
+def _import_runtime() -> ModuleType:
+    from collector.backends import vllm_runtime
+
+    return vllm_runtime
 
 
 class VllmBackend:
     name = "vllm"
     framework = "vllm"
 
-    def __init__(self, version_of: Callable[[str], str | None] = installed_version) -> None:
-        self._installed = version_of(DISTRIBUTION)
-        self._pin: str | None = None
-        if self._installed is not None:
-            # The gate: raises UserError (one line, nothing collected) on a mismatch.
-            self._pin = require_pin(self.framework, self._installed)
+    def __init__(
+        self,
+        version_of: VersionOf = installed_version,
+        import_runtime: Callable[[], ModuleType] = _import_runtime,
+    ) -> None:
+        installed = check_installed_version(version_of)
+        if installed is None:
+            raise BackendUnavailable(
+                f"vLLM not installed: no '{DISTRIBUTION}' distribution is visible to "
+                f"{sys.executable}; {INSTALL_HINT}"
+            )
+        self._installed = installed
+        try:
+            self._module = import_runtime()
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"vLLM {installed} is installed but does not import: {type(exc).__name__}: {exc}"
+            ) from exc
         self._runtime: Any = None
-        # Why this process cannot run vLLM, once found: (exception type, message).
-        self._broken: tuple[type[Exception], str] | None = None
 
     def framework_version(self) -> str:
-        return self._installed or "not installed"
+        return self._installed
 
     def supported_ops(self) -> frozenset[str]:
         return OPS
 
     def _load(self, device: str) -> Any:
-        if self._installed is None:
-            raise BackendUnavailable(
-                f"vLLM not installed: no '{DISTRIBUTION}' distribution is visible to "
-                f"{sys.executable}; {INSTALL_HINT}"
-            )
-        if not device.startswith("cuda"):
-            raise NotImplementedError(f"the vllm backend needs a CUDA device, got {device!r}")
-        if self._broken is not None:
-            kind, message = self._broken
-            raise kind(message)
+        require_cuda(device)
         if self._runtime is None:
-            try:
-                from collector.backends import vllm_runtime
-            except ImportError as exc:
-                self._broken = (
-                    BackendUnavailable,
-                    f"vLLM {self._installed} is installed but does not import: "
-                    f"{type(exc).__name__}: {exc}",
-                )
-                raise BackendUnavailable(self._broken[1]) from exc
-            runtime = vllm_runtime.runtime(device)
+            runtime = self._module.runtime(device)
             if runtime.version != self._installed:
-                self._broken = (
-                    UserError,
+                raise UserError(
                     f"vllm imports as {runtime.version} but its metadata says "
-                    f"{self._installed}: two installs shadow each other on sys.path",
+                    f"{self._installed}: two installs shadow each other on sys.path"
                 )
-                raise UserError(self._broken[1])
             self._runtime = runtime
         return self._runtime
 

@@ -135,15 +135,20 @@ def prepare_gemm(rt: VllmRuntime, p: dict[str, Any], l2_bytes: int) -> Prepared:
     if gemm_dtype not in GEMM_DTYPES:
         raise NotImplementedError(f"the vllm backend has no GEMM for gemm_dtype {gemm_dtype!r}")
     gen = torch.Generator(device=rt.device).manual_seed(0)
-    x = torch.randn(m, k, generator=gen, device=rt.device, dtype=torch.float32)
-    x = x.to(torch.bfloat16)
     weight_bytes = n * k * (2 if gemm_dtype == "bfloat16" else 1)
     copies = rotation_copies(weight_bytes, l2_bytes)
-    layers = [build_layer(rt, gemm_dtype, n, k, x, gen) for _ in range(copies)]
+    # Activations rotate with the weights (as in the torch backend): where one buffer
+    # lands in memory must not set the speed of a whole run.
+    xs = [
+        torch.randn(m, k, generator=gen, device=rt.device, dtype=torch.float32).to(torch.bfloat16)
+        for _ in range(copies)
+    ]
+    layers = [build_layer(rt, gemm_dtype, n, k, x, gen) for x in xs]
     source = kernel_source(layers[0], m)
 
     def call(i: int) -> torch.Tensor:
-        out: torch.Tensor = layers[i % copies](x)
+        j = i % copies
+        out: torch.Tensor = layers[j](xs[j])
         return out
 
     return Prepared(call=call, copies=copies, kernel_source=source)

@@ -228,9 +228,8 @@ def runtime(device: str) -> VllmRuntime:
     global _RUNTIME
     if _RUNTIME is None:
         _RUNTIME = VllmRuntime(device)
-    elif torch.device(device) != _RUNTIME.device and not (
-        torch.device(device).index is None and _RUNTIME.index == 0
-    ):
+    requested = torch.device(device).index
+    if (requested if requested is not None else 0) != _RUNTIME.index:
         raise RuntimeError(
             f"this process already runs vLLM on {_RUNTIME.device}; one device per process"
         )
