@@ -30,20 +30,29 @@ from collector.failures import BACKEND_UNAVAILABLE, UNSUPPORTED, classify_except
 from collector.versions import (
     EXPECTED_VERSION_ENV,
     MANIFEST_ENV,
+    Expected,
     check_pin,
     expected_version,
-    load_pins,
     require_pin,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 VLLM_PRESENT = importlib.util.find_spec("vllm") is not None
+MANIFEST = """schema_version: 1
+frameworks:
+  vllm:
+    version: "0.24.0"
+    torch: "2.11.0"
+    flashinfer: "0.6.12"
+    cuda: "cu130"
+    base_image: "docker.io/vllm/vllm-openai:v0.24.0@sha256:{digest}"
+""".replace("{digest}", "a" * 64)
 
 
 @pytest.fixture
 def manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "manifest.yaml"
-    path.write_text('frameworks:\n  vllm:\n    version: "0.24.0"\n    torch: "2.11.0"\n')
+    path.write_text(MANIFEST)
     monkeypatch.setenv(MANIFEST_ENV, str(path))
     monkeypatch.delenv(EXPECTED_VERSION_ENV, raising=False)
     return path
@@ -53,35 +62,33 @@ def _gemm() -> Case:
     return Case.build("gemm", {"gemm_dtype": "bfloat16", "m": 8, "n": 64, "k": 64})
 
 
-def test_repository_manifest_pins_vllm() -> None:
-    pins = load_pins(ROOT / "images" / "manifest.yaml")
-    assert pins["vllm"].version == "0.24.0"
-    assert pins["vllm"].get("torch") == "2.11.0"
+def test_repository_manifest_pins_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(MANIFEST_ENV, raising=False)
+    monkeypatch.delenv(EXPECTED_VERSION_ENV, raising=False)
+    found = expected_version("vllm")
+    assert found is not None and found.version == "0.24.0" and found.cuda == "cu130"
+    assert found.source.endswith("images/manifest.yaml frameworks.vllm.version")
 
 
-@pytest.mark.parametrize(
-    ("text", "match"),
-    [
-        ("frameworks: [1]\n", "'frameworks' mapping"),
-        ("frameworks:\n  vllm: 3\n", "frameworks.vllm must be a mapping"),
-        ("frameworks:\n  vllm:\n    version: 0.24\n", "must be a non-empty string"),
-        ("frameworks:\n  vllm: {version: ''}\n", "must be a non-empty string"),
-        ("frameworks: {vllm: [\n", "line"),
-    ],
-)
-def test_malformed_manifest_is_a_one_line_error(tmp_path: Path, text: str, match: str) -> None:
+def test_malformed_manifest_is_an_error_not_a_missing_pin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "m.yaml"
-    path.write_text(text)
-    with pytest.raises(UserError, match=match) as info:
-        load_pins(path)
-    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    path.write_text(MANIFEST.replace('version: "0.24.0"', "version: 0.24"))
+    monkeypatch.setenv(MANIFEST_ENV, str(path))
+    monkeypatch.delenv(EXPECTED_VERSION_ENV, raising=False)
+    with pytest.raises(UserError, match=r"frameworks\.vllm\.version") as info:
+        require_pin("vllm", "0.24.0")
+    assert "\n" not in str(info.value)
 
 
 def test_override_wins_over_manifest(manifest: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert expected_version("vllm") == ("0.24.0", f"{manifest} frameworks.vllm.version")
+    assert expected_version("vllm") == Expected(
+        "0.24.0", f"{manifest} frameworks.vllm.version", "cu130"
+    )
+    assert expected_version("sglang") is None
     monkeypatch.setenv(EXPECTED_VERSION_ENV, "0.25.1")
-    assert expected_version("vllm") == ("0.25.1", f"${EXPECTED_VERSION_ENV}")
-    assert expected_version("sglang") == ("0.25.1", f"${EXPECTED_VERSION_ENV}")
+    assert expected_version("vllm") == Expected("0.25.1", f"${EXPECTED_VERSION_ENV}")
 
 
 def test_no_pin_anywhere_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,11 +99,15 @@ def test_no_pin_anywhere_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         require_pin("vllm", "0.24.0")
 
 
-def test_pin_is_exact_string_equality() -> None:
-    check_pin("vllm", "0.24.0", "0.24.0", "m")
-    for installed in ("0.24.1", "0.24.0+cu130", "0.24", "0.24.0rc1"):
+def test_pin_is_exact_up_to_the_pinned_cuda_label() -> None:
+    pin = Expected("0.24.0", "m", "cu130")
+    check_pin("vllm", "0.24.0", pin)
+    check_pin("vllm", "0.24.0+cu130", pin)
+    for installed in ("0.24.1", "0.24.0+cu129", "0.24", "0.24.0rc1"):
         with pytest.raises(UserError, match=re.escape(f"vllm {installed} is installed but m")):
-            check_pin("vllm", installed, "0.24.0", "m")
+            check_pin("vllm", installed, pin)
+    with pytest.raises(UserError):  # an explicit override names no CUDA label: exact only
+        check_pin("vllm", "0.24.0+cu130", Expected("0.24.0", "override"))
 
 
 def test_gate_refuses_a_wrong_installed_version(manifest: Path) -> None:
