@@ -38,7 +38,7 @@ def _common_metadata(layout: Any, shape: AttentionShape, device: torch.device) -
     from vllm.v1.attention.backend import CommonAttentionMetadata
 
     seq_lens_cpu = layout.seq_lens
-    query_lens = torch.full((shape.num_seqs,), shape.query_len, dtype=torch.int32)
+    query_lens = torch.full((shape.num_seqs,), shape.query_len, dtype=torch.int32, device="cpu")
     return CommonAttentionMetadata(
         query_start_loc=layout.query_start_loc.to(device),
         query_start_loc_cpu=layout.query_start_loc,

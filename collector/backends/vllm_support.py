@@ -253,16 +253,16 @@ def paged_layout(
         raise ValueError(f"block_size must be positive, got {block_size}")
     per_seq = math.ceil(shape.seq_len / block_size)
     used = shape.num_seqs * per_seq
-    perm = torch.randperm(used, generator=generator) + 1
+    perm = torch.randperm(used, generator=generator, device="cpu") + 1
     block_table = perm.view(shape.num_seqs, per_seq).to(torch.int32)
 
     def slots(start: int, stop: int) -> torch.Tensor:
-        t = torch.arange(start, stop, dtype=torch.int64)
+        t = torch.arange(start, stop, dtype=torch.int64, device="cpu")
         blocks = block_table[:, t // block_size].to(torch.int64)
         return (blocks * block_size + (t % block_size)).reshape(-1)
 
-    lens = torch.full((shape.num_seqs,), shape.seq_len, dtype=torch.int32)
-    qsl = torch.arange(0, shape.num_seqs + 1, dtype=torch.int32) * shape.query_len
+    lens = torch.full((shape.num_seqs,), shape.seq_len, dtype=torch.int32, device="cpu")
+    qsl = torch.arange(0, shape.num_seqs + 1, dtype=torch.int32, device="cpu") * shape.query_len
     return PagedLayout(
         block_table=block_table,
         slot_mapping=slots(shape.past_len, shape.seq_len),
