@@ -26,6 +26,7 @@ from bot.commands import (  # noqa: E402, F401
     demo,
     image,
     import_aic,
+    merge,
     plan,
     publish,
     render,

@@ -13,65 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from collector.aggregate import RunResult
+from bot.merge import case_from_row, record_runs
 from collector.caseplan import Case
 from collector.errors import UserError
 from collector.failures import FailureRecord
-from collector.ops import get_op
 from collector.record import RUN_JSON, CheckpointState, RunRecord, finalize, sha256_file
 
 # run.json fields every round of one side must agree on.
 SAME_ACROSS_ROUNDS = ("backend", "framework", "framework_version", "ops", "plan_hash")
-
-
-def _case_from_row(op: str, row: dict[str, Any]) -> Case:
-    spec = get_op(op)
-    return Case.build(op, {name: row[name] for name in spec.field_names})
-
-
-def _round_runs(record: RunRecord, op: str, offset: int) -> dict[str, list[RunResult]]:
-    """The record's runs of one op as RunResults, run indices shifted by `offset`."""
-    perf = record.perf[op]
-    samples = record.samples[op]
-    info = {
-        row["case_key"]: row
-        for row in perf.select(
-            ["case_key", "inner", "timing_mode", "kernel_source", "copies"]
-        ).to_pylist()
-    }
-    out: dict[str, list[RunResult]] = {}
-    if samples.num_rows == 0:
-        return out
-    cols = samples.select(["case_key", "run", "ms", "sm_mhz", "power_w", "throttled"]).to_pydict()
-    keys = np.asarray(cols["case_key"], dtype=object)
-    runs = np.asarray(cols["run"], dtype=np.int64)
-    order = np.lexsort((np.arange(len(runs)), runs, keys))
-    groups: dict[tuple[str, int], list[int]] = {}
-    for i in order:
-        groups.setdefault((str(keys[i]), int(runs[i])), []).append(int(i))
-    for (key, run), rows in groups.items():
-        row = info.get(key)
-        if row is None:  # samples of a case without a row: the reader's anomaly, not ours
-            continue
-        out.setdefault(key, []).append(
-            RunResult.from_json(
-                {
-                    "case_key": key,
-                    "run": offset + run,
-                    "ms": [cols["ms"][i] for i in rows],
-                    "sm_mhz": [cols["sm_mhz"][i] for i in rows],
-                    "power_w": [cols["power_w"][i] for i in rows],
-                    "throttled": [bool(cols["throttled"][i]) for i in rows],
-                    "inner": int(row["inner"] or 1),
-                    "timing_mode": str(row["timing_mode"]),
-                    "kernel_source": str(row["kernel_source"]),
-                    "copies": int(row["copies"] or 1),
-                }
-            )
-        )
-    return out
 
 
 def merge_rounds(
@@ -99,8 +48,8 @@ def merge_rounds(
         planned = max(planned, int((record.meta.get("counts") or {}).get("planned") or 0))
         for op in record.ops:
             for row in record.perf[op].to_pylist():
-                cases.setdefault(row["case_key"], _case_from_row(op, row))
-            for key, results in _round_runs(record, op, offset).items():
+                cases.setdefault(row["case_key"], case_from_row(op, row))
+            for key, results in record_runs(record, op, offset).items():
                 state.runs.setdefault(key, []).extend(results)
         for f in record.failures:
             cases.setdefault(f.case_key, Case.build(f.op, f.params))

@@ -1,0 +1,432 @@
+"""Merge the shards of one plan into one run record.
+
+A sharded collection (`collectbot collect --shard i/n` on n runners) leaves n run records,
+each holding the cases whose key hashes to its shard. `merge_shards` turns them back into
+the one record the comparison reads, with the ordinary record writer, and says plainly what
+was not there: a shard index that no record holds (a runner that died, a job that never
+started) makes the merged record `partial` and its planned-but-never-attempted cases count
+against coverage; a shard given twice is reported, and only the better record of the two is
+kept; a directory that holds no readable record is reported with the reader's error. Shards
+that cannot belong to one plan (other ops, case set, framework version, GPU model, collector
+code, protocol) are refused with the field that differs.
+
+With the unsharded plan (`collectbot collect --plan-only`, JSON with `plan_hash` and
+`case_keys`), every case of every shard is checked against it (the right shard of the right
+plan), and a missing shard's cases are counted as planned by op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from collector.aggregate import RunResult
+from collector.caseplan import Case, shard_of
+from collector.errors import UserError
+from collector.ops import get_op
+from collector.record import (
+    RUN_JSON,
+    CheckpointState,
+    RunRecord,
+    finalize,
+    read_record,
+    sha256_file,
+    write_json,
+)
+
+# run.json fields every shard of one plan must agree on.
+SAME_ACROSS_SHARDS = (
+    "backend",
+    "framework",
+    "framework_version",
+    "ops",
+    "case_set",
+    "case_filter",
+    "plan_source",
+    "collector_hash",
+    "git_sha",
+    "protocol",
+    "canary",
+)
+_STATUS_RANK = {"complete": 2, "partial": 1, "failed": 0}
+
+
+@dataclass
+class ShardInfo:
+    index: int
+    path: str
+    run_id: str
+    status: str
+    run_json_sha256: str
+    device: dict[str, Any]
+    counts: dict[str, Any]
+    started_at: str | None
+    finished_at: str | None
+
+
+@dataclass
+class MergeReport:
+    out: str
+    count: int
+    status: str
+    shards: list[ShardInfo] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
+    unreadable: list[dict[str, str]] = field(default_factory=list)
+    plan_hash: str | None = None
+    planned: int = 0
+    attempted: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        """What a person reads at the end of `collectbot merge`."""
+        out = [
+            f"merged {len(self.shards)} of {self.count} shards into {self.out}: {self.status} "
+            f"({self.attempted} of {self.planned} planned cases attempted)"
+        ]
+        if self.missing:
+            out.append(f"missing shards: {', '.join(f'{i}/{self.count}' for i in self.missing)}")
+        for dup in self.duplicates:
+            out.append(
+                f"duplicate shard {dup['index']}/{self.count}: kept {dup['kept']}, "
+                f"ignored {dup['ignored']} ({dup['why']})"
+            )
+        for bad in self.unreadable:
+            out.append(f"unreadable shard {bad['path']}: {bad['error']}")
+        return out
+
+
+def case_from_row(op: str, row: dict[str, Any]) -> Case:
+    spec = get_op(op)
+    return Case.build(op, {name: row[name] for name in spec.field_names})
+
+
+def record_runs(record: RunRecord, op: str, offset: int = 0) -> dict[str, list[RunResult]]:
+    """The record's runs of one op rebuilt from its samples, run indices shifted by `offset`.
+
+    A row's redo count and device time are kept on the case's first run, so the sums the
+    writer computes come out the same.
+    """
+    perf = record.perf[op]
+    samples = record.samples[op]
+    wanted = ["case_key", "inner", "timing_mode", "kernel_source", "copies"]
+    wanted += [c for c in ("redos", "device_seconds") if c in perf.column_names]
+    info = {row["case_key"]: row for row in perf.select(wanted).to_pylist()}
+    out: dict[str, list[RunResult]] = {}
+    if samples.num_rows == 0:
+        return out
+    cols = samples.select(["case_key", "run", "ms", "sm_mhz", "power_w", "throttled"]).to_pydict()
+    keys = np.asarray(cols["case_key"], dtype=object)
+    runs = np.asarray(cols["run"], dtype=np.int64)
+    order = np.lexsort((np.arange(len(runs)), runs, keys))
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i in order:
+        groups.setdefault((str(keys[i]), int(runs[i])), []).append(int(i))
+    for (key, run), rows in groups.items():
+        row = info.get(key)
+        if row is None:  # samples of a case without a row: the reader's anomaly, not ours
+            continue
+        first = key not in out
+        out.setdefault(key, []).append(
+            RunResult.from_json(
+                {
+                    "case_key": key,
+                    "run": offset + run,
+                    "ms": [cols["ms"][i] for i in rows],
+                    "sm_mhz": [cols["sm_mhz"][i] for i in rows],
+                    "power_w": [cols["power_w"][i] for i in rows],
+                    "throttled": [bool(cols["throttled"][i]) for i in rows],
+                    "inner": int(row["inner"] or 1),
+                    "timing_mode": str(row["timing_mode"]),
+                    "kernel_source": str(row["kernel_source"]),
+                    "copies": int(row["copies"] or 1),
+                    "redos": int(row.get("redos") or 0) if first else 0,
+                    "wall_s": float(row.get("device_seconds") or 0.0) if first else 0.0,
+                }
+            )
+        )
+    return out
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    """The unsharded plan as `collectbot collect --plan-only` prints it."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the plan ({exc.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("case_keys"), list):
+        raise UserError(f"{path}: field 'case_keys' missing (write it with collect --plan-only)")
+    if data.get("shard"):
+        raise UserError(
+            f"{path}: field 'shard' is {data['shard']!r}; give the unsharded plan "
+            "(collect --plan-only without --shard)"
+        )
+    if not isinstance(data.get("plan_hash"), str):
+        raise UserError(f"{path}: field 'plan_hash' missing")
+    return data
+
+
+def _shard_of_meta(record: RunRecord) -> tuple[int, int] | None:
+    shard = record.meta.get("shard")
+    if shard is None:
+        return None
+    if (
+        not isinstance(shard, list)
+        or len(shard) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in shard)
+        or not 1 <= shard[0] <= shard[1]
+    ):
+        raise UserError(f"{record.path / RUN_JSON}: field 'shard' has unexpected value {shard!r}")
+    return int(shard[0]), int(shard[1])
+
+
+def _case_keys(record: RunRecord) -> set[str]:
+    keys = {f.case_key for f in record.failures}
+    for table in record.perf.values():
+        keys.update(str(k) for k in table.column("case_key").to_pylist())
+    return keys
+
+
+def _ok_count(record: RunRecord) -> int:
+    return int((record.meta.get("counts") or {}).get("ok") or 0)
+
+
+def _rank(record: RunRecord) -> tuple[int, int, str]:
+    return (
+        _STATUS_RANK.get(record.status, -1),
+        _ok_count(record),
+        str(record.meta.get("finished_at") or ""),
+    )
+
+
+def _check_same(first: RunRecord, other: RunRecord) -> None:
+    checks: list[tuple[str, Any, Any]] = [
+        (name, first.meta.get(name), other.meta.get(name)) for name in SAME_ACROSS_SHARDS
+    ]
+    checks.append(
+        (
+            "device.name",
+            (first.meta.get("device") or {}).get("name"),
+            (other.meta.get("device") or {}).get("name"),
+        )
+    )
+    checks.append(
+        (
+            "image.ref",
+            (first.meta.get("image") or {}).get("ref"),
+            (other.meta.get("image") or {}).get("ref"),
+        )
+    )
+    for name, want, got in checks:
+        if want != got:
+            raise UserError(
+                f"{other.path / RUN_JSON}: {name} {got!r} differs from {want!r} in "
+                f"{first.path / RUN_JSON}; shards of one plan must agree"
+            )
+
+
+def merge_shards(
+    paths: Sequence[Path],
+    out: Path,
+    *,
+    count: int | None = None,
+    plan: dict[str, Any] | None = None,
+) -> MergeReport:
+    """Write one record from the shards in `paths`; returns what was merged and what was not."""
+    if not paths:
+        raise UserError("merge: give at least one shard directory")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: not empty (choose a new --out)")
+    records: list[tuple[int, int | None, RunRecord]] = []
+    unreadable: list[dict[str, str]] = []
+    for path in paths:
+        try:
+            record = read_record(path)
+        except UserError as exc:
+            unreadable.append({"path": str(path), "error": str(exc)})
+            continue
+        shard = _shard_of_meta(record)
+        records.append((shard[0], shard[1], record) if shard else (1, None, record))
+    if not records:
+        detail = "; ".join(f"{u['path']}: {u['error']}" for u in unreadable)
+        raise UserError(f"merge: no readable shard record ({detail})")
+    counts = {n for _, n, _ in records}
+    n_meta = {n for n in counts if n is not None}
+    if len(n_meta) > 1:
+        raise UserError(
+            "merge: the shards were cut in different counts "
+            f"({', '.join(sorted(f'{i}/{n}' for i, n, _ in records if n))}); one plan has one n"
+        )
+    n = count or (n_meta.pop() if n_meta else 1)
+    for index, shard_n, record in records:
+        if shard_n is None and n > 1:
+            raise UserError(f"{record.path / RUN_JSON}: not a shard (no 'shard' field) of {n}")
+        if shard_n is not None and shard_n != n:
+            raise UserError(f"{record.path / RUN_JSON}: shard {index}/{shard_n} is not one of {n}")
+    first = records[0][2]
+    for _, _, record in records[1:]:
+        _check_same(first, record)
+
+    by_index: dict[int, list[RunRecord]] = {}
+    for index, _, record in records:
+        by_index.setdefault(index, []).append(record)
+    chosen: dict[int, RunRecord] = {}
+    duplicates: list[dict[str, Any]] = []
+    for index, group in sorted(by_index.items()):
+        ranked = sorted(group, key=_rank, reverse=True)
+        chosen[index] = ranked[0]
+        for other in ranked[1:]:
+            same = sha256_file(other.path / RUN_JSON) == sha256_file(ranked[0].path / RUN_JSON)
+            duplicates.append(
+                {
+                    "index": index,
+                    "kept": str(ranked[0].path),
+                    "ignored": str(other.path),
+                    "why": "identical record"
+                    if same
+                    else f"kept {ranked[0].status} with {_ok_count(ranked[0])} ok cases over "
+                    f"{other.status} with {_ok_count(other)}",
+                }
+            )
+    missing = [i for i in range(1, n + 1) if i not in chosen]
+
+    plan_keys: list[str] = [str(k) for k in plan["case_keys"]] if plan else []
+    if plan is not None:
+        in_plan = set(plan_keys)
+        for index, record in chosen.items():
+            for key in sorted(_case_keys(record)):
+                if key not in in_plan:
+                    raise UserError(
+                        f"{record.path}: case {key} is not in the plan {plan['plan_hash']}"
+                    )
+                if shard_of(key, n) != index:
+                    raise UserError(
+                        f"{record.path}: case {key} belongs to shard {shard_of(key, n)}/{n} of "
+                        f"plan {plan['plan_hash']}, not {index}/{n}"
+                    )
+
+    state = CheckpointState()
+    cases: dict[str, Case] = {}
+    owner: dict[str, int] = {}
+    for index, record in sorted(chosen.items()):
+        for key in _case_keys(record):
+            if key in owner and owner[key] != index:
+                raise UserError(
+                    f"{record.path}: case {key} is also in shard {owner[key]}/{n}; "
+                    "the shards come from different plans"
+                )
+            owner[key] = index
+        for op in record.ops:
+            for row in record.perf[op].to_pylist():
+                cases.setdefault(row["case_key"], case_from_row(op, row))
+            for key, results in record_runs(record, op).items():
+                state.runs.setdefault(key, []).extend(results)
+        for failure in record.failures:
+            cases.setdefault(failure.case_key, Case.build(failure.op, failure.params))
+            state.failures.append(failure)
+
+    statuses = [r.status for r in chosen.values()]
+    if all(s == "failed" for s in statuses) and not missing:
+        status = "failed"
+    elif missing or any(s != "complete" for s in statuses):
+        status = "partial"
+    else:
+        status = "complete"
+
+    infos = [
+        ShardInfo(
+            index=index,
+            path=str(record.path),
+            run_id=str(record.meta.get("run_id")),
+            status=record.status,
+            run_json_sha256=sha256_file(record.path / RUN_JSON),
+            device=dict(record.meta.get("device") or {}),
+            counts={k: v for k, v in (record.meta.get("counts") or {}).items() if k != "per_op"},
+            started_at=record.meta.get("started_at"),
+            finished_at=record.meta.get("finished_at"),
+        )
+        for index, record in sorted(chosen.items())
+    ]
+    merged_keys = [c.key for c in cases.values()]
+    plan_hash = (
+        str(plan["plan_hash"])
+        if plan
+        else hashlib.sha256(json.dumps(sorted(merged_keys)).encode()).hexdigest()[:16]
+    )
+    report = MergeReport(
+        out=str(out),
+        count=n,
+        status=status,
+        shards=infos,
+        missing=missing,
+        duplicates=duplicates,
+        unreadable=unreadable,
+        plan_hash=plan_hash,
+    )
+    errors = [str(r.meta.get("error")) for r in chosen.values() if r.meta.get("error")]
+    if missing:
+        errors.append(f"shards {', '.join(f'{i}/{n}' for i in missing)} left no record")
+    starts = [i.started_at for i in infos if i.started_at]
+    ends = [i.finished_at for i in infos if i.finished_at]
+    meta = {
+        k: v
+        for k, v in first.meta.items()
+        if k not in ("schema_version", "status", "counts", "files")
+    }
+    meta.update(
+        run_id=f"merged-{uuid.uuid4().hex[:12]}",
+        shard=None,
+        plan_hash=plan_hash,
+        started_at=min(starts) if starts else None,
+        finished_at=max(ends) if ends else None,
+        error="; ".join(errors) or None,
+        merged_from={k: v for k, v in report.to_json().items() if k not in ("out", "status")},
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    finalize(out, meta, list(cases.values()), state, status)
+    _count_planned(out, chosen, missing, n, plan_keys, report)
+    return report
+
+
+def _count_planned(
+    out: Path,
+    chosen: dict[int, RunRecord],
+    missing: list[int],
+    n: int,
+    plan_keys: list[str],
+    report: MergeReport,
+) -> None:
+    """Planned = what each shard planned (its unattempted cases included) plus, from the
+    plan, every case of a missing shard; then run.json is written again (it lists the other
+    files' checksums, not its own)."""
+    run_json = out / RUN_JSON
+    record = json.loads(run_json.read_text())
+    per_op: dict[str, dict[str, int]] = record["counts"]["per_op"]
+    for op in per_op:
+        per_op[op]["planned"] = sum(
+            int(((r.meta.get("counts") or {}).get("per_op") or {}).get(op, {}).get("planned", 0))
+            for r in chosen.values()
+        )
+    for key in plan_keys:
+        if shard_of(key, n) in missing:
+            op = key.split(":", 1)[0]
+            if op in per_op:
+                per_op[op]["planned"] += 1
+    for c in per_op.values():
+        c["planned"] = max(c["planned"], c["attempted"])
+    record["counts"]["planned"] = sum(c["planned"] for c in per_op.values())
+    report.planned = int(record["counts"]["planned"])
+    report.attempted = int(record["counts"]["attempted"])
+    record["merged_from"].update(planned=report.planned, attempted=report.attempted)
+    write_json(run_json, record)
