@@ -119,3 +119,104 @@ def prune(
     removed = RunStore(store).prune(key_of(read_record(like).meta), keep)
     for entry in removed:
         typer.echo(json.dumps(entry.summary(), sort_keys=True))
+
+
+@store_app.command("stash")
+@one_line_errors
+def stash(
+    src: Annotated[Path, typer.Argument(help="Directory to hand over (every file under it).")],
+    name: Annotated[str, typer.Argument(help="Stash name, e.g. runs/owner/repo/1234/shard-1.")],
+    store: StoreOption = DEFAULT_STORE,
+    label: Annotated[
+        str | None, typer.Option(help="A note kept in the stash's manifest (e.g. the job).")
+    ] = None,
+) -> None:
+    """Hand a directory to a later job: upload it under NAME (replacing an older one)."""
+    from bot.store import RunStore
+
+    entry = RunStore(store).stash(src, name, label=label)
+    typer.echo(json.dumps(entry.summary(), sort_keys=True))
+
+
+@store_app.command("unstash")
+@one_line_errors
+def unstash(
+    name: Annotated[str, typer.Argument(help="Stash name (with --all: a prefix).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to write the files to.")],
+    store: StoreOption = DEFAULT_STORE,
+    all_under: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Fetch every stash under NAME, each into OUT/<rest of its name>."
+        ),
+    ] = False,
+    missing_ok: Annotated[
+        bool, typer.Option(help="Exit 0 with nothing fetched when there is no such stash.")
+    ] = False,
+) -> None:
+    """Fetch a stash, verifying every checksum; prints each directory written."""
+    from bot.store import RunStore, check_stash_name
+
+    run_store = RunStore(store)
+    name = check_stash_name(name)
+    if not all_under:
+        if missing_ok and not any(s.name == name for s in run_store.stashes(name)):
+            typer.echo(f"no stash named {name}", err=True)
+            return
+        typer.echo(str(run_store.unstash(name, out)))
+        return
+    found = [s for s in run_store.stashes(name) if s.name != name]
+    if not found and not missing_ok:
+        raise UserError(f"{store}: no stash under {name!r}")
+    for entry in found:
+        typer.echo(str(run_store.unstash(entry.name, out / entry.name[len(name) + 1 :])))
+
+
+@store_app.command("stashes")
+@one_line_errors
+def stashes(
+    prefix: Annotated[str, typer.Argument(help="Only stashes under this name.")] = "",
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """List stashes, one JSON object per line."""
+    from bot.store import RunStore
+
+    for entry in RunStore(store).stashes(prefix):
+        typer.echo(json.dumps(entry.summary(), sort_keys=True))
+
+
+@store_app.command("drop")
+@one_line_errors
+def drop(
+    name: Annotated[str, typer.Argument(help="Stash name (with --all: a prefix).")],
+    store: StoreOption = DEFAULT_STORE,
+    all_under: Annotated[
+        bool, typer.Option("--all", help="Drop every stash under NAME as well.")
+    ] = False,
+) -> None:
+    """Delete a stash (after the job that needed it is done)."""
+    from bot.store import RunStore, check_stash_name
+
+    run_store = RunStore(store)
+    name = check_stash_name(name)
+    names = [s.name for s in run_store.stashes(name)] if all_under else [name]
+    for each in names:
+        if run_store.drop(each):
+            typer.echo(f"dropped {each}")
+
+
+@store_app.command("prune-stashes")
+@one_line_errors
+def prune_stashes(
+    older_than_days: Annotated[
+        float, typer.Option(min=0.0, help="Delete stashes stored more than this many days ago.")
+    ],
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Expire stashes that no job will fetch any more."""
+    from datetime import timedelta
+
+    from bot.store import RunStore
+
+    for entry in RunStore(store).prune_stashes(timedelta(days=older_than_days)):
+        typer.echo(json.dumps(entry.summary(), sort_keys=True))
