@@ -52,14 +52,34 @@ OPERATIONS = [
     ("post", "/app/installations/{installation_id}/access_tokens"),
 ]
 
-# (event, action) payloads replayed by the plan tests; the first example of each is kept.
-WEBHOOKS = [
+# (event, action) payloads replayed by the plan tests and the workflow tests (act); the first
+# valid example of each is kept. Events without actions (push, workflow_dispatch) use None.
+WEBHOOKS: list[tuple[str, str | None]] = [
     ("pull_request", "labeled"),
     ("pull_request", "unlabeled"),
     ("pull_request", "synchronize"),
     ("pull_request", "opened"),
     ("workflow_run", "completed"),
+    ("push", None),
+    ("workflow_dispatch", None),
 ]
+
+
+# Extra conditions on the kept example: the baseline workflow runs on a branch push, not on
+# the deleted tag most recorded push examples are.
+PREFER: dict[str, Any] = {
+    "push": lambda x: str(x.get("ref", "")).startswith("refs/heads/") and not x.get("deleted"),
+}
+
+
+def _definition(event: str, action: str | None) -> str:
+    return f"{event}${action or 'event'}"
+
+
+def _file_name(event: str, action: str | None) -> str:
+    return f"{event}.{action}" if action else event
+
+
 _DROP_KEYS = {"description", "externalDocs", "x-github", "x-octokit", "x-githubEnterpriseOnly"}
 
 
@@ -172,13 +192,16 @@ def vendor_webhooks(tarball: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         # Some recorded examples predate fields the schema now requires: keep the first one
         # that is valid, so the tests replay what GitHub sends today.
         validator = jsonschema.Draft7Validator(
-            {**schema, "$ref": f"#/definitions/{event}${action}"}
+            {**schema, "$ref": f"#/definitions/{_definition(event, action)}"}
         )
+        prefer = PREFER.get(event, lambda x: True)
         example = next(
-            x for x in entry["examples"] if x.get("action") == action and validator.is_valid(x)
+            x
+            for x in entry["examples"]
+            if x.get("action") == action and validator.is_valid(x) and prefer(x)
         )
-        payloads[f"{event}.{action}"] = example
-    roots = {f"{e}${a}": schema["definitions"][f"{e}${a}"] for e, a in WEBHOOKS}
+        payloads[_file_name(event, action)] = example
+    roots = {_definition(e, a): schema["definitions"][_definition(e, a)] for e, a in WEBHOOKS}
     definitions = {**_closure(schema, roots).get("definitions", {}), **roots}
     subset = {
         "$schema": schema["$schema"],

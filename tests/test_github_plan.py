@@ -248,12 +248,15 @@ def test_other_events_never_trigger(tmp_path: Path) -> None:
             ("gemm", "context_attention"),
             "smoke",
         ),
+        ("collect/vllm:gemm~paired", "vllm", ("gemm",), "default"),
+        ("collect/vllm@smoke~Paired", "vllm", (), "smoke"),
     ],
 )
 def test_label_grammar(label: str, backend: str, ops: tuple[str, ...], case_set: str) -> None:
     parsed = parse_label(label, backends=BACKENDS, ops=OPS)
     assert parsed is not None
     assert (parsed.backend, parsed.ops, parsed.case_set) == (backend, ops, case_set)
+    assert parsed.baseline == ("paired" if "~" in label else "store")
 
 
 @pytest.mark.parametrize(
@@ -264,6 +267,7 @@ def test_label_grammar(label: str, backend: str, ops: tuple[str, ...], case_set:
         ("collect/vllm:gemm+", "empty op"),
         ("collect/vllm@", "bad case set"),
         ("collect/jax", "unknown backend 'jax'"),
+        ("collect/vllm~fast", "unknown baseline 'fast'"),
     ],
 )
 def test_label_grammar_errors(label: str, needle: str) -> None:
@@ -305,3 +309,66 @@ def test_client_config_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     monkeypatch.delenv("COLLECTBOT_APP_ID")
     with pytest.raises(UserError, match="COLLECTBOT_GITHUB_THROTTLE: not a number"):
         config_from_env()
+
+
+def test_shards_and_baseline_reach_the_matrix(
+    gh: GitHubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output = tmp_path / "github_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(output))
+    gh.pulls[PR].labels = [TRIGGER]
+    plan, _ = run_plan(tmp_path, labeled(), "--shards", "3")
+    assert plan["shards"] == 3 and plan["baseline"] == "store"
+    text = output.read_text()
+    assert "shards=[1, 2, 3]\n" in text and "shard_count=3\n" in text and "baseline=store\n" in text
+    # A paired campaign runs on one GPU, whatever the fleet.
+    output.write_text("")
+    gh.pulls[PR].labels = ["collect/torch:gemm~paired"]
+    plan, _ = run_plan(tmp_path, labeled("collect/torch:gemm~paired"), "--shards", "3")
+    assert plan["trigger"] and plan["baseline"] == "paired" and plan["shards"] == 1
+    assert "shards=[1]\n" in output.read_text()
+    # A skipped plan still hands the matrix a valid list.
+    output.write_text("")
+    plan, _ = run_plan(tmp_path, labeled("bug"), "--shards", "3")
+    assert not plan["trigger"] and "shards=[1]\n" in output.read_text()
+
+
+def dispatch(**inputs: str) -> dict[str, Any]:
+    data = payload("workflow_dispatch")
+    data["inputs"] = inputs
+    check_payload(data, "workflow_dispatch$event")
+    return data
+
+
+def run_dispatch(tmp_path: Path, data: dict[str, Any], *extra: str) -> dict[str, Any]:
+    event = tmp_path / "dispatch.json"
+    event.write_text(json.dumps(data))
+    out = tmp_path / "plan.json"
+    result = runner.invoke(
+        app, ["plan", "--event", str(event), "--out", str(out), "--backends", "torch,vllm", *extra]
+    )
+    assert result.exit_code == 0, result.output
+    plan: dict[str, Any] = json.loads(out.read_text())
+    return plan
+
+
+def test_workflow_dispatch_is_approved_and_checked_by_the_label_grammar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_SHA", HEAD)
+    plan = run_dispatch(tmp_path, dispatch(backend="torch", ops="gemm", case_set="smoke"))
+    assert plan["trigger"] and plan["code"] == "dispatched"
+    assert (plan["backend"], plan["ops"], plan["case_set"]) == ("torch", ["gemm"], "smoke")
+    assert plan["head_sha"] == HEAD and plan["pr"] is None and plan["repo"] == "octo-org/octo-repo"
+    assert plan["baseline"] == "store"
+    plan = run_dispatch(tmp_path, dispatch(backend="jax"))
+    assert plan["code"] == "bad-input" and "unknown backend 'jax'" in plan["reason"]
+    plan = run_dispatch(tmp_path, dispatch(backend="torch", baseline="paired"))
+    assert plan["code"] == "bad-input" and "needs the `base` input" in plan["reason"]
+    plan = run_dispatch(tmp_path, dispatch(backend="torch", baseline="paired", base="main"))
+    assert plan["trigger"] and plan["base_sha"] == "main" and plan["shards"] == 1
+    monkeypatch.delenv("GITHUB_SHA")
+    plan = run_dispatch(tmp_path, dispatch(backend="torch"))
+    assert plan["code"] == "bad-input"
+    plan = run_dispatch(tmp_path, dispatch(backend="torch"), "--head-sha", HEAD, "--shards", "2")
+    assert plan["trigger"] and plan["shards"] == 2

@@ -38,6 +38,10 @@ def write_github_output(path: Path, plan: dict[str, Any]) -> None:
         "base_sha": plan.get("base_sha") or "",
         "label": plan.get("label") or "",
         "fork": "true" if plan.get("fork") else "false",
+        "baseline": plan.get("baseline") or "",
+        "shard_count": str(plan.get("shards") or 1),
+        # The collection matrix, always a valid list (a skipped job still parses it).
+        "shards": json.dumps(list(range(1, int(plan.get("shards") or 1) + 1))),
     }
     with path.open("a", encoding="utf-8") as fh:
         for key, value in scalars.items():
@@ -75,6 +79,19 @@ def plan(
         bool,
         typer.Option(help="Decide only: do not remove labels or post the explanation comment."),
     ] = False,
+    shards: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=256,
+            help="Cut a store-baseline collection into this many shards (one runner each); "
+            "a paired campaign always runs on one GPU.",
+        ),
+    ] = 1,
+    head_sha: Annotated[
+        str | None,
+        typer.Option(help="workflow_dispatch: the commit to collect; default $GITHUB_SHA."),
+    ] = None,
     api_url: ApiUrl = None,
     token: Token = None,
     app_id: AppId = None,
@@ -98,7 +115,7 @@ def plan(
         parse_pull_request_event,
     )
     from bot.github.labels import default_vocabulary
-    from bot.github.plan import Plan, decide_event, decide_with_facts
+    from bot.github.plan import Plan, decide_dispatch, decide_event, decide_with_facts
 
     path = event or (
         Path(os.environ["GITHUB_EVENT_PATH"]) if os.environ.get("GITHUB_EVENT_PATH") else None
@@ -111,7 +128,12 @@ def plan(
     if backends:
         known_backends = tuple(b.strip().lower() for b in backends.split(",") if b.strip())
     pr_event = parse_pull_request_event(payload, name, str(path)) if name in PR_EVENTS else None
-    decision = decide_event(name, pr_event, backends=known_backends, ops=known_ops)
+    decision: Plan | Any
+    if name == "workflow_dispatch":
+        sha = head_sha or os.environ.get("GITHUB_SHA") or ""
+        decision = decide_dispatch(payload, sha, backends=known_backends, ops=known_ops)
+    else:
+        decision = decide_event(name, pr_event, backends=known_backends, ops=known_ops)
     api = None
     needs_api = not isinstance(decision, Plan) or (
         bool(decision.remove_labels or decision.notice) and not dry_run
@@ -142,6 +164,8 @@ def plan(
             lambda: decide_with_facts(pr_event, decision, gather_facts(api, pr_event)),
             "reading the PR and the labeler's permission",
         )
+    if result.trigger:
+        result.shards = 1 if result.baseline == "paired" else shards
     data = result.to_json()
     if api is not None and not dry_run and (result.remove_labels or result.notice):
         from bot.github.facts import apply_plan_actions

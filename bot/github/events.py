@@ -73,6 +73,10 @@ def infer_event_name(payload: dict[str, Any]) -> str:
         return "pull_request"
     if "workflow_run" in payload:
         return "workflow_run"
+    if "inputs" in payload and "ref" in payload:
+        return "workflow_dispatch"
+    if "pusher" in payload and "ref" in payload:
+        return "push"
     return "unknown"
 
 

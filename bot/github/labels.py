@@ -1,14 +1,18 @@
 """The trigger-label grammar.
 
-    collect/<backend>[:<scope>[+<scope>...]][@<case-set>]
+    collect/<backend>[:<scope>[+<scope>...]][@<case-set>][~<baseline>]
 
 - `<backend>`: a collector backend (`collect/vllm`, `collect/torch`).
 - `<scope>`: an op (`gemm`, `context_attention`) or an op family: a word that names every op
   ending in `_<word>` (`attention` = `context_attention` + `generation_attention`). Without a
   scope, every op the backend collects by default.
 - `<case-set>`: a named case set (`smoke`, `default`); without one, `default`.
+- `<baseline>`: what the run is compared with: `store` (the default: the latest stored run of
+  the base branch) or `paired` (a paired A/B campaign of the PR against its base on one GPU,
+  the trustworthy form; slower, never sharded).
 
-Examples: `collect/vllm`, `collect/vllm:gemm`, `collect/vllm:gemm+attention@smoke`.
+Examples: `collect/vllm`, `collect/vllm:gemm`, `collect/vllm:gemm+attention@smoke`,
+`collect/vllm:gemm~paired`.
 Label names are matched case-insensitively, as GitHub does. A label that starts with
 `collect/` but breaks the grammar is reported, never silently ignored.
 """
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from collector.errors import UserError
 
 PREFIX = "collect/"
+BASELINES = ("store", "paired")
 _WORD = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
@@ -35,6 +40,7 @@ class TriggerLabel:
     backend: str
     ops: tuple[str, ...]  # empty: the backend's default scope
     case_set: str
+    baseline: str = "store"
 
     @property
     def scope_text(self) -> str:
@@ -63,6 +69,14 @@ def parse_label(name: str, *, backends: Iterable[str], ops: Iterable[str]) -> Tr
         return None
     label = name.strip()
     rest = label[len(PREFIX) :].lower()
+    baseline = "store"
+    if "~" in rest:
+        rest, baseline = rest.split("~", 1)
+        if baseline not in BASELINES:
+            raise LabelError(
+                f"label {label!r}: unknown baseline {baseline!r} after '~'; "
+                f"use one of {', '.join(BASELINES)}"
+            )
     case_set = "default"
     if "@" in rest:
         rest, case_set = rest.split("@", 1)
@@ -87,7 +101,9 @@ def parse_label(name: str, *, backends: Iterable[str], ops: Iterable[str]) -> Tr
             for op in _expand_scope(word, known_ops, label):
                 if op not in selected:
                     selected.append(op)
-    return TriggerLabel(name=label, backend=backend, ops=tuple(selected), case_set=case_set)
+    return TriggerLabel(
+        name=label, backend=backend, ops=tuple(selected), case_set=case_set, baseline=baseline
+    )
 
 
 def default_vocabulary() -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -31,6 +31,8 @@ PR_CLOSED = "pr-closed"
 LABELER_LACKS_PERMISSION = "labeler-lacks-permission"
 LABEL_GONE = "label-gone"
 HEAD_MOVED = "head-moved"
+DISPATCHED = "dispatched"
+BAD_INPUT = "bad-input"
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,9 @@ class Plan:
     fork: bool = False
     labeler: str | None = None
     labeler_permission: str | None = None
+    # How the run is compared (`store` or `paired`) and how many shards it is cut into.
+    baseline: str | None = None
+    shards: int = 1
     # Side effects the decision asks for (the `plan` command carries them out).
     remove_labels: list[str] = field(default_factory=list)
     notice: str | None = None
@@ -192,6 +197,7 @@ def decide_with_facts(event: PullRequestEvent, trigger: TriggerLabel, facts: Fac
         "backend": trigger.backend,
         "ops": list(trigger.ops),
         "case_set": trigger.case_set,
+        "baseline": trigger.baseline,
         "labeler_permission": facts.labeler_permission,
     }
     who = f"{event.sender} ({facts.labeler_role or facts.labeler_permission})"
@@ -250,5 +256,76 @@ def decide_with_facts(event: PullRequestEvent, trigger: TriggerLabel, facts: Fac
             f"`{trigger.name}` applied by {who} approves head {short(event.head_sha)} from "
             f"{origin}: collect {trigger.backend} ({scope}, case set {trigger.case_set})."
         ),
+        **common,
+    )
+
+
+def decide_dispatch(
+    payload: dict[str, Any],
+    head_sha: str,
+    *,
+    backends: tuple[str, ...],
+    ops: tuple[str, ...],
+) -> Plan:
+    """A `workflow_dispatch` run: whoever may dispatch has write access, so it is approved;
+    its inputs are checked with the label grammar, so both triggers mean the same thing."""
+    inputs = payload.get("inputs") or {}
+    repo = (payload.get("repository") or {}).get("full_name")
+    sender = (payload.get("sender") or {}).get("login")
+    ref = str(payload.get("ref") or "")
+    common: dict[str, Any] = {
+        "event": "workflow_dispatch",
+        "action": "",
+        "repo": repo,
+        "head_sha": head_sha or None,
+        "base_ref": ref or None,
+        "labeler": sender,
+    }
+
+    def text(name: str, default: str = "") -> str:
+        value = inputs.get(name)
+        return default if value is None or str(value).strip() == "" else str(value).strip()
+
+    scope = "+".join(w for w in text("ops").replace(",", "+").split("+") if w.strip())
+    label = f"collect/{text('backend')}"
+    label += f":{scope}" if scope else ""
+    label += f"@{text('case_set', 'default')}~{text('baseline', 'store')}"
+    try:
+        trigger = parse_label(label, backends=backends, ops=ops)
+    except LabelError as exc:
+        return Plan(trigger=False, code=BAD_INPUT, reason=str(exc), label=label, **common)
+    assert trigger is not None
+    base = text("base") or None
+    if not head_sha:
+        return Plan(
+            trigger=False,
+            code=BAD_INPUT,
+            reason="workflow_dispatch: no commit to collect ($GITHUB_SHA is not set)",
+            label=label,
+            **common,
+        )
+    if trigger.baseline == "paired" and base is None:
+        return Plan(
+            trigger=False,
+            code=BAD_INPUT,
+            reason="workflow_dispatch: a paired run needs the `base` input (the ref to compare "
+            "with)",
+            label=label,
+            **common,
+        )
+    scope_text = ", ".join(trigger.ops) if trigger.ops else "the default ops"
+    return Plan(
+        trigger=True,
+        code=DISPATCHED,
+        reason=(
+            f"dispatched by {sender}: collect {trigger.backend} ({scope_text}, case set "
+            f"{trigger.case_set}) at {short(head_sha)} of {ref or 'the default branch'}."
+        ),
+        label=None,
+        backend=trigger.backend,
+        ops=list(trigger.ops),
+        case_set=trigger.case_set,
+        baseline=trigger.baseline,
+        base_sha=base,
         **common,
     )
