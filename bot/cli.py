@@ -23,6 +23,7 @@ from bot.commands import (  # noqa: E402, F401
     campaign,
     collect,
     compare,
+    conclude,
     demo,
     image,
     import_aic,
@@ -30,5 +31,6 @@ from bot.commands import (  # noqa: E402, F401
     plan,
     publish,
     render,
+    result,
     store,
 )

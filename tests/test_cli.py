@@ -25,6 +25,9 @@ COMMANDS = [
     "publish",
     "image",
     "import-aic",
+    "merge",
+    "conclude",
+    "result",
 ]
 
 

@@ -100,23 +100,16 @@ def compare(
         if baseline_from_store is not None:
             if len(runs) != 1:
                 raise UserError("with --baseline-from-store, give only the candidate run")
-            from bot.store import RunStore, key_of
+            from bot.compare.store_baseline import baseline_from_store as fetch_baseline
 
             cand = read_record(runs[0])
-            store = RunStore(baseline_from_store)
-            entry = store.latest(
-                key_of(cand.meta), ref=baseline_ref, exclude_run_id=cand.meta.get("run_id")
-            )
-            if entry is None:
-                raise UserError(
-                    f"{baseline_from_store}: no stored run for {key_of(cand.meta).label}"
-                    + (f" under ref {baseline_ref!r}" if baseline_ref else "")
-                )
-            base = read_record(store.get(entry, Path(tmp) / "baseline"))
-            baseline = Baseline(
-                kind=baseline_kind or "previous-run",
+            base, baseline = fetch_baseline(
+                cand,
+                baseline_from_store,
+                Path(tmp) / "baseline",
+                ref=baseline_ref,
+                kind=baseline_kind,
                 paired=paired,
-                store={"url": store.url, "key": entry.key.label, "entry": entry.name},
             )
         else:
             if len(runs) != 2:

@@ -43,8 +43,9 @@ def _load_plan(path: Path) -> dict[str, Any]:
 @one_line_errors
 def publish(
     comment: Annotated[
-        Path, typer.Argument(help="Rendered comment (collectbot render --out); sidecar beside it.")
-    ],
+        Path | None,
+        typer.Argument(help="Rendered comment (collectbot render --out); sidecar beside it."),
+    ] = None,
     repo: Annotated[
         str | None,
         typer.Option(help="owner/name; default from --plan/--event or $GITHUB_REPOSITORY."),
@@ -60,6 +61,18 @@ def publish(
             help="A workflow_run payload: the PR is resolved from its head SHA (fork-safe)."
         ),
     ] = None,
+    result_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--result",
+            help="With --event, instead of COMMENT: a result bundle (collectbot result make), "
+            "verified and rendered here with this code.",
+        ),
+    ] = None,
+    if_present: Annotated[
+        bool,
+        typer.Option(help="With --result: exit 0 with a note when the run left no result."),
+    ] = False,
     check: Annotated[
         str, typer.Option(help="Verdict as a commit `status`, a `check-run`, or `none`.")
     ] = "status",
@@ -109,6 +122,30 @@ def publish(
 
     if check not in CHECK_KINDS:
         raise UserError(f"--check: unknown value {check!r}; use one of {', '.join(CHECK_KINDS)}")
+    if result_dir is not None:
+        if comment is not None or pr is not None or plan_file is not None or event is None:
+            raise UserError("--result goes with --event only (no COMMENT, --pr or --plan)")
+        _publish_result(
+            result_dir,
+            event,
+            if_present=if_present,
+            check=check,
+            remove_label=remove_label or [],
+            details_url=details_url,
+            summary=summary,
+            report=report,
+            api_url=api_url,
+            token=token,
+            app_id=app_id,
+            app_private_key_file=app_private_key_file,
+            installation_id=installation_id,
+            timeout=timeout,
+            retries=retries,
+            bot_login=bot_login,
+        )
+        return
+    if comment is None:
+        raise UserError("give the rendered comment (COMMENT), or --result with --event")
     if sum(x is not None for x in (pr, plan_file, event)) != 1:
         raise UserError("give exactly one of --pr, --plan and --event to name the pull request")
     rendered = load_rendered(comment)
@@ -179,6 +216,95 @@ def publish(
     if result.labels_removed:
         typer.echo(f"labels removed: {', '.join(result.labels_removed)}")
     raise_for_errors(result, rendered)
+
+
+def _publish_result(
+    path: Path,
+    event_path: Path,
+    *,
+    if_present: bool,
+    check: str,
+    remove_label: list[str],
+    details_url: str | None,
+    summary: Path | None,
+    report: Path | None,
+    **conn: Any,
+) -> None:
+    """The trusted side of the fork-safe split: verify, bind, render, publish."""
+    import tempfile
+
+    from github import GithubException
+    from requests import RequestException
+
+    from bot.github.api import RepoApi
+    from bot.github.client import config_from_env, connect
+    from bot.github.deliver import deliver
+    from bot.github.events import load_payload, parse_workflow_run_event
+    from bot.github.publish import (
+        PublishOptions,
+        describe_api_error,
+        raise_for_errors,
+        summary_path_from_env,
+    )
+    from bot.result_bundle import BUNDLE_JSON, load_result
+
+    run_event = parse_workflow_run_event(load_payload(event_path), str(event_path))
+    if not (path / BUNDLE_JSON).is_file() and if_present:
+        typer.echo(
+            f"no result at {path}: run {run_event.run_id} ({run_event.conclusion}) left nothing "
+            "to publish"
+        )
+        return
+    loaded = load_result(path)
+    bot_login = conn.pop("bot_login")
+    cfg = config_from_env(
+        conn.pop("api_url"),
+        conn.pop("token"),
+        conn.pop("app_id"),
+        conn.pop("app_private_key_file"),
+        conn.pop("installation_id"),
+        **conn,
+    )
+    api = RepoApi(connect(cfg, run_event.repo), run_event.repo)
+    opts = PublishOptions(
+        check=check,
+        remove_labels=remove_label,
+        bot_login=bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None,
+        details_url=details_url,
+        summary_path=summary or summary_path_from_env(),
+    )
+    url = run_event.html_url if run_event.html_url.startswith("https://") else None
+    # The rendered comment stays on disk (its path is in any error), as with COMMENT.
+    workdir = Path(tempfile.mkdtemp(prefix="collectbot-publish-"))
+    try:
+        done = deliver(api, run_event, loaded, opts, workdir, url)
+    except (GithubException, RequestException) as exc:
+        raise UserError(
+            f"GitHub API failed while publishing {path}: {describe_api_error(exc)}"
+        ) from None
+    if report is not None:
+        from dataclasses import asdict
+
+        report.parent.mkdir(parents=True, exist_ok=True)
+        data = {
+            "action": done.action,
+            "detail": done.detail,
+            "pr": done.pr,
+            "publish": asdict(done.report) if done.report else None,
+            "applied": asdict(done.applied) if done.applied else None,
+        }
+        report.write_text(json.dumps(data, indent=1) + "\n")
+    from bot.render.sanitize import clean
+
+    where = f" (#{done.pr})" if done.pr else ""
+    typer.echo(clean(f"{done.action}: {done.detail}", 600) + where)
+    if done.report is not None and done.rendered is not None:
+        if done.report.comment:
+            c = done.report.comment
+            typer.echo(f"comment: {c.action} {c.comment_id} {c.url or ''}".rstrip())
+        if done.report.labels_removed:
+            typer.echo(f"labels removed: {', '.join(done.report.labels_removed)}")
+        raise_for_errors(done.report, done.rendered)
 
 
 def _pr_for_sha(api: Any, sha: str) -> Any:

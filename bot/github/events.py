@@ -54,6 +54,7 @@ class WorkflowRunEvent:
     head_branch: str
     # Empty for fork PRs, and never proof of anything: resolve the PR from head_sha instead.
     pull_requests: tuple[int, ...]
+    html_url: str = ""  # the run's page (its artifacts are linked from there)
 
 
 def load_payload(path: Path) -> dict[str, Any]:
@@ -151,4 +152,5 @@ def parse_workflow_run_event(
         head_repo=r.get("workflow_run.head_repository.full_name", optional=True) or "",
         head_branch=r.get("workflow_run.head_branch", optional=True) or "",
         pull_requests=tuple(int(p["number"]) for p in prs if isinstance(p, dict) and "number" in p),
+        html_url=r.get("workflow_run.html_url", optional=True) or "",
     )

@@ -81,6 +81,24 @@ def short(sha: str | None) -> str:
     return (sha or "")[:12] or "unknown"
 
 
+def new_commits_notice(before: str | None, head: str, labels: list[str]) -> str:
+    names = ", ".join(f"`{name}`" for name in labels)
+    moved = f"head {short(before)} → {short(head)}" if before else f"head is now {short(head)}"
+    return (
+        f"New commits arrived ({moved}). A trigger label approves only the commit it was "
+        f"applied to, so {names} was removed; results below are for the earlier head. A "
+        "maintainer can re-apply the label to collect the new head."
+    )
+
+
+def lacks_permission_notice(label: str) -> str:
+    return (
+        f"`{label}` was removed: it was applied by an account without {REQUIRED_PERMISSION} "
+        "permission on this repository, and only a maintainer's label approves running this "
+        "pull request's code on a GPU runner."
+    )
+
+
 def _base(event: PullRequestEvent, **kw: Any) -> Plan:
     return Plan(
         event=event.event,
@@ -132,12 +150,7 @@ def decide_event(
                 f"only the commit it was applied to, so {names} must be applied again."
             ),
             remove_labels=labels,
-            notice=(
-                f"New commits arrived (head {short(event.before)} → {short(event.head_sha)}). "
-                f"A trigger label approves only the commit it was applied to, so {names} was "
-                "removed; results below are for the earlier head. A maintainer can re-apply the "
-                "label to collect the new head."
-            ),
+            notice=new_commits_notice(event.before, event.head_sha, labels),
         )
     if event.action == "unlabeled":
         if event.label and is_trigger_name(event.label):
@@ -211,11 +224,7 @@ def decide_with_facts(event: PullRequestEvent, trigger: TriggerLabel, facts: Fac
                 f"{REQUIRED_PERMISSION} permission or more, so the label was removed."
             ),
             remove_labels=[trigger.name],
-            notice=(
-                f"`{trigger.name}` was removed: it was applied by an account without "
-                f"{REQUIRED_PERMISSION} permission on this repository, and only a maintainer's "
-                "label approves running this pull request's code on a GPU runner."
-            ),
+            notice=lacks_permission_notice(trigger.name),
             **common,
         )
     if facts.current_state != "open":

@@ -1,0 +1,91 @@
+"""`collectbot conclude`: the collection workflow's last job, in one command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bot.cli import app
+from bot.commands.result import env_int
+from bot.errors import one_line_errors
+
+
+@app.command()
+@one_line_errors
+def conclude(
+    plan: Annotated[Path, typer.Option(help="plan.json from `collectbot plan`.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to write (new or empty).")],
+    shards_dir: Annotated[
+        Path | None,
+        typer.Option(help="Directory whose subdirectories are the shard records (any missing)."),
+    ] = None,
+    shards: Annotated[
+        int | None, typer.Option(min=1, help="How many shards the plan was cut into.")
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            envvar="COLLECTBOT_STORE",
+            help="Run store holding the baseline (env COLLECTBOT_STORE).",
+        ),
+    ] = None,
+    baseline_ref: Annotated[
+        str | None, typer.Option(help="Compare with the latest stored run under this ref.")
+    ] = "main",
+    campaign: Annotated[
+        Path | None,
+        typer.Option(help="A paired campaign directory (collectbot campaign --out) instead."),
+    ] = None,
+    run_id: Annotated[
+        int | None, typer.Option(help="The workflow run id (default $GITHUB_RUN_ID).")
+    ] = None,
+    run_attempt: Annotated[
+        int | None, typer.Option(help="The run attempt (default $GITHUB_RUN_ATTEMPT).")
+    ] = None,
+    artifacts_url: Annotated[
+        str | None, typer.Option(help="Link to the run's artifacts, for the comment.")
+    ] = None,
+    log: Annotated[
+        Path | None, typer.Option(help="A log to quote when the run cannot be compared.")
+    ] = None,
+    error: Annotated[
+        str | None,
+        typer.Option(help="A failure seen before this step: skip the stages, report it."),
+    ] = None,
+) -> None:
+    """Merge the shards (or take a campaign), compare with the baseline, render, bundle.
+
+    A stage that fails becomes the comment (which stage, and why); the exit code is 0 when a
+    bundle was written, so the publisher always has something to say.
+    """
+    from bot.conclude import ConcludeOptions
+    from bot.conclude import conclude as run_conclude
+    from bot.render.sanitize import clean
+
+    found = sorted(p for p in shards_dir.iterdir() if p.is_dir()) if shards_dir else []
+    result = run_conclude(
+        ConcludeOptions(
+            plan=plan,
+            out=out,
+            shards=found,
+            shard_count=shards,
+            store=store or None,
+            baseline_ref=baseline_ref or None,
+            campaign=campaign,
+            workflow_run_id=run_id if run_id is not None else env_int("GITHUB_RUN_ID", 0),
+            run_attempt=run_attempt
+            if run_attempt is not None
+            else env_int("GITHUB_RUN_ATTEMPT", 1),
+            artifacts_url=artifacts_url,
+            log=log,
+            error=error,
+        )
+    )
+    for note in result.notes:
+        typer.echo(clean(note, 2000))
+    typer.echo(clean(f"{result.level}: {result.headline}", 600))
+    if result.error:
+        typer.echo(clean(f"{result.stage or 'collection'} failed: {result.error}", 2000))
+    typer.echo(str(result.bundle))
