@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 DEMO_OUT ?= demo-out
 
-.PHONY: setup demo test lint check clean docker-engine
+.PHONY: setup demo test lint workflows check clean docker-engine
 
 setup: $(VENV)/.installed
 
@@ -34,7 +34,13 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-check: test lint
+# The workflows: zizmor's audit offline (the auditor persona: every finding fixed or
+# justified in place), then act's dry run of each workflow on its events.
+workflows: setup
+	$(VENV)/bin/zizmor --offline --persona=auditor --no-progress .github
+	$(PY) -m tests.act_support
+
+check: test lint workflows
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache

@@ -110,7 +110,15 @@ def _merge(opts: ConcludeOptions, run_dir: Path, notes: list[str]) -> None:
     notes.extend(report.lines())
 
 
-def _compare(opts: ConcludeOptions, run_dir: Path, cmp_dir: Path) -> None:
+def baseline_ref_for(plan: dict[str, Any], given: str | None) -> str:
+    """The stored baseline's ref: given, else the PR's base branch, else main."""
+    if given:
+        return given
+    base = str(plan.get("base_ref") or "") if plan.get("event") != "workflow_dispatch" else ""
+    return base.removeprefix("refs/heads/") or "main"
+
+
+def _compare(opts: ConcludeOptions, run_dir: Path, cmp_dir: Path, ref: str) -> None:
     from bot.compare.comparison import compare_runs
     from bot.compare.stats import Settings
     from bot.compare.store_baseline import baseline_from_store
@@ -122,9 +130,7 @@ def _compare(opts: ConcludeOptions, run_dir: Path, cmp_dir: Path) -> None:
         )
     cand = read_record(run_dir)
     with tempfile.TemporaryDirectory(prefix="collectbot-baseline-") as tmp:
-        base, baseline = baseline_from_store(
-            cand, opts.store, Path(tmp) / "baseline", ref=opts.baseline_ref
-        )
+        base, baseline = baseline_from_store(cand, opts.store, Path(tmp) / "baseline", ref=ref)
         compare_runs(base, cand, Settings(), baseline).write(cmp_dir)
 
 
@@ -164,7 +170,7 @@ def conclude(opts: ConcludeOptions) -> Concluded:
                 stage = "merge"
                 _merge(opts, run_dir, notes)
                 stage = "compare"
-                _compare(opts, run_dir, cmp_dir)
+                _compare(opts, run_dir, cmp_dir, baseline_ref_for(plan, opts.baseline_ref))
             compared, stage = True, None
         except UserError as exc:
             error = str(exc)

@@ -287,10 +287,14 @@ def test_conclude_merges_compares_with_the_store_and_bundles(
 ) -> None:
     store = str(tmp_path / "store")
     base = write_record(tmp_path / "base", CASES, lambda c: simulated_runs(rng, 1.0))
-    RunStore(store).put(base, ref="main")
+    plan = _plan(tmp_path, "Codertocat", [LABEL], gh)
+    base_ref = json.loads(plan.read_text())["base_ref"]
+    # The baseline is the one stored under the PR's base branch, not any other branch's.
+    other = write_record(tmp_path / "other", CASES, lambda c: simulated_runs(rng, 1.0))
+    RunStore(store).put(base, ref=base_ref)
+    RunStore(store).put(other, ref="release-1.0")
     for i in (1, 2):
         _shard(tmp_path, rng, i)
-    plan = _plan(tmp_path, "Codertocat", [LABEL], gh)
     out = tmp_path / "concluded"
     result = runner.invoke(
         app,
@@ -305,6 +309,7 @@ def test_conclude_merges_compares_with_the_store_and_bundles(
     assert (out / "report.html").is_file() and (out / "comment.md").is_file()
     cmp = json.loads((out / "comparison" / "comparison.json").read_text())
     assert cmp["baseline"]["kind"] == "previous-run" and cmp["baseline"]["store"]["url"] == store
+    assert cmp["baseline"]["run_id"] == "base"
     result = _publish(out / "result", _event(tmp_path))
     assert result.exit_code == 0, result.output
     assert len(gh.issue_comments(PR)) == 1
@@ -343,3 +348,13 @@ def test_conclude_turns_every_failing_stage_into_a_run_bundle(
     [comment] = gh.issue_comments(PR)
     assert expected[1] in comment["body"]
     shutil.rmtree(tmp_path / "o")
+
+
+def test_the_baseline_ref_follows_the_pull_requests_base_branch() -> None:
+    from bot.conclude import baseline_ref_for
+
+    assert baseline_ref_for({"event": "pull_request", "base_ref": "release-2"}, None) == "release-2"
+    assert baseline_ref_for({"event": "pull_request", "base_ref": "release-2"}, "main") == "main"
+    dispatched = {"event": "workflow_dispatch", "base_ref": "refs/heads/feature"}
+    assert baseline_ref_for(dispatched, None) == "main"
+    assert baseline_ref_for({}, None) == "main"

@@ -32,8 +32,12 @@ def conclude(
         ),
     ] = None,
     baseline_ref: Annotated[
-        str | None, typer.Option(help="Compare with the latest stored run under this ref.")
-    ] = "main",
+        str | None,
+        typer.Option(
+            help="Compare with the latest stored run under this ref (default: the PR's base "
+            "branch; main for a dispatched run)."
+        ),
+    ] = None,
     campaign: Annotated[
         Path | None,
         typer.Option(help="A paired campaign directory (collectbot campaign --out) instead."),

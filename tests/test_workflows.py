@@ -1,0 +1,186 @@
+"""The workflow files' security properties, checked statically (the e2e test runs them).
+
+zizmor (`make workflows`) audits the same files offline; these tests pin down the rules this
+project relies on beyond its audits, so a later edit cannot quietly drop one.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.act_support import (
+    ROOT,
+    definition_files,
+    load_yaml,
+    remote_actions,
+    steps_of,
+)
+
+WORKFLOWS = {p.name: load_yaml(p) for p in sorted((ROOT / ".github" / "workflows").glob("*.yml"))}
+PINNED = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
+
+
+def _on(doc: dict[str, Any]) -> dict[str, Any]:
+    # YAML 1.1 reads the key `on` as True.
+    on = doc["on"] if "on" in doc else dict[Any, Any](doc)[True]
+    assert isinstance(on, dict)
+    return on
+
+
+def test_the_four_workflows_exist() -> None:
+    assert set(WORKFLOWS) == {"collect.yml", "publish.yml", "baseline.yml", "ci.yml"}
+    assert set(_on(WORKFLOWS["collect.yml"])) == {"pull_request", "workflow_dispatch"}
+    assert _on(WORKFLOWS["collect.yml"])["pull_request"]["types"] == ["labeled", "synchronize"]
+    assert set(_on(WORKFLOWS["publish.yml"])) == {"workflow_run"}
+    assert _on(WORKFLOWS["publish.yml"])["workflow_run"]["workflows"] == [
+        WORKFLOWS["collect.yml"]["name"]
+    ]
+    assert set(_on(WORKFLOWS["baseline.yml"])) == {"push", "schedule", "workflow_dispatch"}
+
+
+def test_every_remote_action_is_pinned_by_commit_sha() -> None:
+    actions = remote_actions()
+    assert actions, "no remote actions found: the parser broke"
+    for action in actions:
+        assert re.fullmatch(r"[0-9a-f]{40}", action.ref), action.spec
+    for path in definition_files():
+        for line in path.read_text().splitlines():
+            m = re.match(r"\s*(?:-\s+)?uses:\s*([^\s#]+)(.*)", line)
+            if m and not m.group(1).startswith("./"):
+                assert PINNED.match(m.group(1)), f"{path.name}: {line.strip()}"
+                assert re.search(r"#\s*v\d", m.group(2)), f"{path.name}: no version comment: {line}"
+
+
+def test_no_expression_is_expanded_inside_a_script() -> None:
+    """Untrusted values (branch names, labels, titles) reach scripts through env only."""
+    for path in definition_files():
+        for where, step in steps_of(load_yaml(path)):
+            assert "${{" not in str(step.get("run") or ""), f"{path.name} {where}"
+
+
+def test_remote_actions_other_than_checkout_are_skipped_under_act() -> None:
+    for path in definition_files():
+        for where, step in steps_of(load_yaml(path)):
+            uses = str(step.get("uses") or "")
+            if uses and not uses.startswith(("./", "actions/checkout@")):
+                assert "!env.ACT" in str(step.get("if") or ""), f"{path.name} {where}: {uses}"
+
+
+def test_checkouts_never_persist_credentials() -> None:
+    for path in definition_files():
+        for where, step in steps_of(load_yaml(path)):
+            if str(step.get("uses") or "").startswith("actions/checkout@"):
+                assert (step.get("with") or {}).get("persist-credentials") is False, where
+
+
+@pytest.mark.parametrize("name", sorted(WORKFLOWS))
+def test_least_permissions_per_job(name: str) -> None:
+    doc = WORKFLOWS[name]
+    assert doc["permissions"] == {}, "workflow-level permissions must be empty"
+    text = (ROOT / ".github" / "workflows" / name).read_text()
+    for job_id, job in doc["jobs"].items():
+        assert "permissions" in job, f"{name}: job {job_id} inherits permissions"
+        for scope, level in (job["permissions"] or {}).items():
+            if level == "write":
+                assert (name, job_id) == ("publish.yml", "publish"), (name, job_id, scope)
+            # Each granted permission says why, on its line.
+            line = next(ln for ln in text.splitlines() if re.match(rf"\s+{scope}: {level}\b", ln))
+            assert "#" in line, f"{name}: {job_id}: {scope} without a reason"
+
+
+def test_only_the_publisher_writes_and_it_never_checks_out_pr_code() -> None:
+    job = WORKFLOWS["publish.yml"]["jobs"]["publish"]
+    assert job["permissions"] == {
+        "actions": "read",
+        "pull-requests": "write",
+        "statuses": "write",
+    }
+    for _, step in steps_of(WORKFLOWS["publish.yml"]):
+        if str(step.get("uses") or "").startswith("actions/checkout@"):
+            assert "ref" not in (step.get("with") or {}) and "repository" not in (
+                step.get("with") or {}
+            )
+    script = " ".join(str(s.get("run") or "") for _, s in steps_of(WORKFLOWS["publish.yml"]))
+    assert "collectbot publish --result" in script and "--event" in script
+
+
+def test_the_plan_runs_the_base_branchs_code_with_a_read_only_token() -> None:
+    plan = WORKFLOWS["collect.yml"]["jobs"]["plan"]
+    assert plan["permissions"] == {"contents": "read", "pull-requests": "read"}
+    steps = plan["steps"]
+    assert steps[0]["uses"].startswith("actions/checkout@")
+    switch = steps[1]
+    assert switch["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    assert 'git checkout --quiet --detach "$BASE_SHA"' in switch["run"]
+    assert steps[2]["uses"] == "./.github/actions/setup"
+    decide = next(s for s in steps if s.get("id") == "plan")
+    assert "collectbot plan --dry-run" in decide["run"]
+
+
+def test_jobs_that_run_pr_code_first_check_the_approved_head() -> None:
+    jobs = WORKFLOWS["collect.yml"]["jobs"]
+    for job_id in ("image", "collect", "campaign", "conclude"):
+        steps = jobs[job_id]["steps"]
+        assert steps[0]["uses"].startswith("actions/checkout@"), job_id
+        assert steps[1]["uses"] == "./.github/actions/approved", job_id
+        assert steps[1]["with"]["sha"] == "${{ needs.plan.outputs.head_sha }}", job_id
+        assert "needs.plan.outputs.trigger == 'true'" in jobs[job_id]["if"], job_id
+
+
+def test_concurrency_per_pull_request_and_trigger() -> None:
+    collect = WORKFLOWS["collect.yml"]["concurrency"]
+    assert "github.event.pull_request.number" in collect["group"]
+    assert "github.event.label.name" in collect["group"]
+    assert collect["cancel-in-progress"] is False
+    publish = WORKFLOWS["publish.yml"]["concurrency"]
+    assert "workflow_run.head_repository.full_name" in publish["group"]
+    assert "workflow_run.head_branch" in publish["group"]
+    assert publish["cancel-in-progress"] is False
+
+
+def test_gpu_jobs_run_on_self_hosted_gpu_runners_by_default() -> None:
+    for name in ("collect.yml", "baseline.yml"):
+        for job_id in ("image", "collect"):
+            runs_on = WORKFLOWS[name]["jobs"][job_id]["runs-on"]
+            assert '\'["self-hosted","gpu"]\'' in runs_on, (name, job_id)
+
+
+def test_the_composite_actions_are_used_and_documented() -> None:
+    used = {
+        str(s.get("uses"))
+        for doc in WORKFLOWS.values()
+        for _, s in steps_of(doc)
+        if str(s.get("uses") or "").startswith("./")
+    }
+    present = {
+        f"./{p.parent.relative_to(ROOT).as_posix()}"
+        for p in ROOT.glob(".github/actions/*/action.yml")
+    }
+    assert used == present
+    for path in ROOT.glob(".github/actions/*/action.yml"):
+        doc = load_yaml(path)
+        for name, spec in (doc.get("inputs") or {}).items():
+            assert spec.get("description"), f"{path}: input {name}"
+
+
+def test_readme_names_every_repository_variable() -> None:
+    readme = (ROOT / "README.md").read_text()
+    names = set()
+    for path in definition_files():
+        names.update(re.findall(r"vars\.(COLLECTBOT_[A-Z_]+)", path.read_text()))
+    assert names
+    missing = sorted(n for n in names if n not in readme)
+    assert not missing, f"README does not document {missing}"
+
+
+def test_image_check_accepts_the_workflows(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+
+    result = CliRunner().invoke(app, ["image", "check", "--root", str(ROOT)])
+    assert result.exit_code == 0, result.output

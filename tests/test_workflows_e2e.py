@@ -1,0 +1,372 @@
+"""Our real workflow files, run end to end with act, against the local GitHub server and a
+real Docker engine (DESIGN.md section 8).
+
+A scratch repository holds this checkout's files: `main` is the base, and a pull request's
+head breaks one GEMM shape (a kernel that raises for k=512), as a real regression would. The
+sequence is the product's:
+
+1. the baseline workflow (`act push`) collects main in the pinned image, as two shards, merges
+   them and stores the reference run;
+2. a maintainer's `collect/torch:gemm@smoke` label (`act pull_request`, GitHub's recorded
+   `labeled` payload): plan, image, two shards on "GPU" runners (CPU here), conclude against
+   the stored baseline, and a bundle for the publisher;
+3. the publishing workflow (`act workflow_run`) on the default branch's code: verifies the
+   bundle, finds the PR from the head SHA on the local server, renders and posts;
+
+and the server ends with exactly one sticky comment whose verdict is red with the new failure
+group, a failure status on the head, and the trigger label consumed. The same label applied
+by an account with read permission runs no collection at all, and the publisher removes the
+label with an explanation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.render.comment import Marker
+from bot.store import RunStore
+from collector.record import read_record
+from tests.act_support import ROOT, act_binary, act_command, standin_args
+from tests.github_fixtures import BOT_TOKEN, REPO, payload
+from tests.github_server import GitHubServer, PullState
+
+pytestmark = pytest.mark.slow
+
+PR = 7
+LABEL = "collect/torch:gemm@smoke"
+SHARDS = 2
+BREAKAGE = (
+    "    def prepare(self, case: Case, device: str, l2_bytes: int) -> Prepared:\n"
+    '        if case.op == "gemm" and case.params["k"] == 512:\n'
+    '            raise RuntimeError("new tiling: k=512 is not supported")\n'
+)
+# Quick, still real: three runs of three samples per case, in the container, on the CPU.
+COLLECT_OPTIONS = "--runs 3 --samples 3 --warmup 1 --target-sample-ms 0.2 --idle-ratio 0"
+
+
+CAMPAIGN_OPTIONS = (
+    "--runs 2 --samples 3 --warmup 1 --target-sample-ms 0.2 --idle-ratio 0 --no-confirm"
+)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def _copy_checkout(dest: Path) -> None:
+    """This checkout's files (tracked and new, not ignored): what a clone of the PR holds."""
+    files = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for raw in files:
+        if not raw:
+            continue
+        rel = raw.decode()
+        src = ROOT / rel
+        if not src.is_file():
+            continue  # deleted in the working tree
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+
+
+@dataclass
+class Env:
+    work: Path
+    repo: Path
+    store: Path
+    base_sha: str
+    head_sha: str
+    variables: dict[str, str]
+    env: dict[str, str]
+    standins: list[str]
+    logs: Path
+
+    def act(
+        self, event: str, workflow: str, data: dict[str, Any], run_id: int, **extra: Any
+    ) -> str:
+        event_file = self.work / f"{event}-{run_id}.json"
+        event_file.write_text(json.dumps(data))
+        cmd = act_command(
+            event,
+            event_file,
+            workflow=self.repo / ".github" / "workflows" / workflow,
+            standins=self.standins,
+            env={**self.env, "GITHUB_RUN_ID": str(run_id), **extra.get("env", {})},
+            variables=self.variables,
+            secrets=extra.get("secrets"),
+            cache=self.work / "act-cache",
+        )
+        started = time.monotonic()
+        proc = subprocess.run(
+            cmd,
+            cwd=self.repo,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        log = proc.stdout + proc.stderr
+        (self.logs / f"{workflow}-{event}-{run_id}.log").write_text(log)
+        took = time.monotonic() - started
+        print(f"act {event} -W {workflow}: exit {proc.returncode} in {took:.0f} s")
+        assert proc.returncode == 0, f"act {event} {workflow} failed:\n{log[-6000:]}"
+        return log
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    from bot.images.engine import connect
+    from collector.errors import UserError
+    from tests.docker_support import ensure_base_image
+
+    try:
+        act_binary()
+        client = connect()
+    except (FileNotFoundError, UserError) as exc:
+        if os.environ.get("COLLECTBOT_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"COLLECTBOT_REQUIRE_DOCKER=1 but {exc}")
+        pytest.skip(str(exc))
+    base_image = ensure_base_image(client)
+    work = tmp_path_factory.mktemp("e2e")
+    repo = work / "repo"
+    repo.mkdir()
+    _copy_checkout(repo)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "ci@example.invalid")
+    _git(repo, "config", "user.name", "ci")
+    _git(repo, "remote", "add", "origin", f"https://github.com/{REPO}.git")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    base_sha = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "-b", "feature")
+    backend = repo / "collector" / "backends" / "torch_backend.py"
+    text = backend.read_text()
+    anchor = "    def prepare(self, case: Case, device: str, l2_bytes: int) -> Prepared:\n"
+    assert anchor in text, "the torch backend changed: update BREAKAGE"
+    backend.write_text(text.replace(anchor, BREAKAGE))
+    _git(repo, "commit", "-q", "-am", "new GEMM tiling")
+    head_sha = _git(repo, "rev-parse", "HEAD")
+    import torch
+
+    manifest = work / "manifest.yaml"
+    manifest.write_text(
+        "schema_version: 1\nframeworks:\n  vllm:\n"
+        f'    version: "0.24.0"\n    torch: "{str(torch.__version__).split("+")[0]}"\n'
+        '    flashinfer: "0.6.12"\n    cuda: "cpu"\n'
+        '    base_image: "docker.io/vllm/vllm-openai:v0.24.0@sha256:'
+        '251eba5cc7c12fed0b75da22a9240e582b1c9e39f6fbc064f86781b963bd814f"\n'
+    )
+    store = work / "store"
+    repository = f"collectbot-e2e-{os.getpid()}"
+    logs = work / "logs"
+    logs.mkdir()
+    env = Env(
+        work=work,
+        repo=repo,
+        store=store,
+        base_sha=base_sha,
+        head_sha=head_sha,
+        variables={
+            "COLLECTBOT_SHARDS": str(SHARDS),
+            "COLLECTBOT_DEVICE": "cpu",
+            "COLLECTBOT_STORE": str(store),
+            "COLLECTBOT_IMAGE_OPTIONS": (
+                f"--base-image {base_image} --build-network none --repository {repository}"
+            ),
+            "COLLECTBOT_COLLECT_OPTIONS": COLLECT_OPTIONS,
+            "COLLECTBOT_BASELINE_BACKEND": "torch",
+            "COLLECTBOT_BASELINE_OPS": "gemm",
+            "COLLECTBOT_BASELINE_CASE_SET": "smoke",
+            "COLLECTBOT_CAMPAIGN_OPTIONS": f"{CAMPAIGN_OPTIONS}",
+        },
+        env={
+            # The runners' own set-up: an interpreter with the dependencies, the manifest.
+            "COLLECTBOT_PYTHON": sys.executable,
+            "COLLECTBOT_MANIFEST": str(manifest),
+            "COLLECTBOT_GITHUB_THROTTLE": "0",
+        },
+        standins=standin_args(work / "standins", repo),
+        logs=logs,
+    )
+    yield env
+    for image in client.images.list(name=repository):
+        for tag in image.tags:
+            client.images.remove(tag, force=True)
+
+
+@pytest.fixture(scope="module")
+def baseline(e2e: Env) -> dict[str, Any]:
+    """The baseline workflow on a push to main: the reference run lands in the store."""
+    _git(e2e.repo, "checkout", "-q", "main")
+    data = payload("push")
+    data.update(ref="refs/heads/main", before="0" * 40, after=e2e.base_sha)
+    data["repository"]["full_name"] = REPO
+    data["repository"].update(default_branch="main", master_branch="main")
+    e2e.act("push", "baseline.yml", data, run_id=101)
+    [entry] = RunStore(str(e2e.store)).entries()
+    assert entry.ref == "main" and entry.status == "complete"
+    summary: dict[str, Any] = entry.summary()
+    return summary
+
+
+def _server(head_sha: str, base_sha: str, labels: list[str]) -> GitHubServer:
+    server = GitHubServer(REPO)
+    server.add_token(BOT_TOKEN, "github-actions[bot]", "Bot")
+    server.permissions.update({"Codertocat": ("admin", "admin"), "outsider": ("read", "read")})
+    server.add_pull(
+        PullState(
+            number=PR,
+            head_sha=head_sha,
+            base_sha=base_sha,
+            head_repo=REPO,
+            head_ref="feature",
+            labels=list(labels),
+        )
+    )
+    return server
+
+
+def _labeled(e2e: Env, sender: str, label: str = LABEL) -> dict[str, Any]:
+    data = payload("pull_request.labeled")
+    data["number"] = PR
+    data["label"]["name"] = label
+    pr = data["pull_request"]
+    pr["number"] = PR
+    pr["labels"][0]["name"] = label
+    pr["head"].update(sha=e2e.head_sha, ref="feature")
+    pr["base"].update(sha=e2e.base_sha, ref="main")
+    pr["head"]["repo"]["full_name"] = REPO
+    pr["base"]["repo"]["full_name"] = REPO
+    data["repository"]["full_name"] = REPO
+    data["sender"]["login"] = sender
+    return data
+
+
+def _finished(e2e: Env, run_id: int, conclusion: str = "success") -> dict[str, Any]:
+    data = payload("workflow_run.completed")
+    data["repository"]["full_name"] = REPO
+    data["repository"]["default_branch"] = "main"
+    run = data["workflow_run"]
+    run.update(
+        id=run_id,
+        name="collectbot collect",
+        event="pull_request",
+        conclusion=conclusion,
+        head_sha=e2e.head_sha,
+        head_branch="feature",
+        pull_requests=[],
+        html_url=f"https://github.com/{REPO}/actions/runs/{run_id}",
+    )
+    run["head_repository"]["full_name"] = REPO
+    run["repository"]["full_name"] = REPO
+    return data
+
+
+def _flow(
+    e2e: Env, server: GitHubServer, sender: str, run_id: int, label: str = LABEL
+) -> tuple[str, str]:
+    """The collection workflow on the PR head, then the publisher on main."""
+    conn = {
+        "env": {"GITHUB_API_URL": server.url},
+        "secrets": {"GITHUB_TOKEN": BOT_TOKEN},
+    }
+    _git(e2e.repo, "checkout", "-q", "feature")
+    collected = e2e.act("pull_request", "collect.yml", _labeled(e2e, sender, label), run_id, **conn)
+    _git(e2e.repo, "checkout", "-q", "main")  # workflow_run runs the default branch's code
+    published = e2e.act("workflow_run", "publish.yml", _finished(e2e, run_id), run_id + 1, **conn)
+    return collected, published
+
+
+def test_a_maintainers_label_becomes_one_sticky_comment_with_the_verdict(
+    e2e: Env, baseline: dict[str, Any]
+) -> None:
+    server = _server(e2e.head_sha, e2e.base_sha, [LABEL])
+    with server.running():
+        collected, published = _flow(e2e, server, "Codertocat", run_id=202)
+        # Run again (a maintainer re-applies the label): still one comment, updated.
+        server.pulls[PR].labels = [LABEL]
+        _flow(e2e, server, "Codertocat", run_id=204)
+    assert not server.violations, "\n".join(server.violations[:10])
+    # Both shards ran, each in the pinned image, and were merged into one complete record.
+    for shard in range(1, SHARDS + 1):
+        assert f"collect {shard}/{SHARDS}" in collected
+    assert "merged 2 of 2 shards" in collected
+    comments = server.issue_comments(PR)
+    assert len(comments) == 1, [c["body"][:200] for c in comments]
+    body = comments[0]["body"]
+    marker = Marker.parse(body)
+    assert marker is not None and marker.backend == "torch" and marker.head_sha == e2e.head_sha
+    headline = body.split("\n")[1]
+    assert headline.startswith("## ❌"), headline
+    assert "new failure group" in body and "k=512 is not supported" in body
+    assert f"https://github.com/{REPO}/actions/runs/204" in body
+    assert server.pulls[PR].labels == []
+    states = [(s["sha"], s["state"]) for s in server.statuses]
+    assert states and set(states) == {(e2e.head_sha, "failure")}
+    # The comment came from the publisher's own rendering of the verified bundle.
+    assert "published:" in published
+    assert baseline["ref"] == "main"
+
+
+def test_an_unapproved_label_runs_no_collection_and_is_explained(
+    e2e: Env, baseline: dict[str, Any]
+) -> None:
+    server = _server(e2e.head_sha, e2e.base_sha, [LABEL])
+    stored = len(RunStore(str(e2e.store)).entries())
+    with server.running():
+        collected, published = _flow(e2e, server, "outsider", run_id=302)
+    assert not server.violations, "\n".join(server.violations[:10])
+    assert "skip (labeler-lacks-permission)" in collected
+    for job in ("image", "collect 1/", "conclude"):
+        assert f"[collectbot collect/{job}" not in collected, job
+    assert "notice: labeler-lacks-permission" in published
+    [comment] = server.issue_comments(PR)
+    assert "was removed: it was applied by an account without write permission" in comment["body"]
+    assert server.pulls[PR].labels == []
+    assert server.statuses == []
+    assert len(RunStore(str(e2e.store)).entries()) == stored  # nothing was collected
+
+
+def test_the_stored_baseline_is_a_merged_record_of_both_shards(
+    e2e: Env, baseline: dict[str, Any]
+) -> None:
+    store = RunStore(str(e2e.store))
+    entry = next(e for e in store.entries() if e.run_id == baseline["run_id"])
+    record = read_record(store.get(entry, e2e.work / "baseline-check"))
+    merged = record.meta["merged_from"]
+    assert merged["count"] == SHARDS and merged["missing"] == []
+    assert [s["index"] for s in merged["shards"]] == [1, 2]
+    assert record.meta["image"]["ref"].startswith("collectbot-e2e-")
+    assert record.meta["counts"]["ok"] == record.meta["counts"]["planned"] == 16
+
+
+def test_a_paired_label_runs_an_ab_campaign_of_base_and_head(e2e: Env) -> None:
+    """`~paired`: no shards and no stored baseline; base and head alternate on one device."""
+    label = "collect/torch:gemm@smoke~paired"
+    server = _server(e2e.head_sha, e2e.base_sha, [label])
+    with server.running():
+        collected, published = _flow(e2e, server, "Codertocat", run_id=402, label=label)
+    assert "published:" in published
+    assert not server.violations, "\n".join(server.violations[:10])
+    assert "[collectbot collect/paired campaign" in collected
+    assert "[collectbot collect/image" not in collected
+    [comment] = server.issue_comments(PR)
+    body = comment["body"]
+    assert body.split("\n")[1].startswith("## ❌") and "new failure group" in body
+    assert "merge-base" in body  # the baseline is the PR's base, collected alongside
+    assert server.pulls[PR].labels == []
