@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from collector.environment import environment_for_children, measured_code_environment
 from collector.errors import UserError
 from collector.failures import (
     CRASH,
@@ -100,7 +101,9 @@ class WorkerPool:
         process = self._mp.Process(
             target=worker_main, args=(child, spec), name=f"collector-{spec.name}", daemon=True
         )
-        process.start()
+        # The worker runs the measured code: it gets an allow-listed environment, no secrets.
+        with environment_for_children(measured_code_environment()):
+            process.start()
         child.close()
         return _Worker(
             slot, spec, process, parent, started=time.monotonic(), startup_failures=failures

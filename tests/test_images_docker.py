@@ -378,3 +378,76 @@ def test_a_container_killed_mid_run_leaves_a_partial_valid_record(
     final = read_record(out)
     assert final.status == "complete" and final.meta["counts"]["ok"] == 12
     assert final.meta["run_id"] == record.meta["run_id"]
+
+
+def test_no_secret_reaches_the_collector_container_or_its_workers(
+    client: Any, monkeypatch: pytest.MonkeyPatch, workdir: Path, first: dict[str, Any]
+) -> None:
+    """Secrets in the host's environment; inside the running container, every process's
+    /proc/<pid>/environ (the collector, its worker, and what `docker exec` inherits from the
+    container's configuration) holds none of them."""
+    from collector.canary import Canary
+    from collector.caseplan import CaseSelector
+    from tests.test_secrets_env import SECRETS, SETTINGS
+
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    for name, value in SETTINGS.items():
+        monkeypatch.setenv(name, value)
+    out = workdir / "secrets-run"
+    cfg = CollectConfig(
+        out=out,
+        case_set="smoke",
+        limit=2,
+        protocol=Protocol(runs=1, samples=2, warmup=0, target_sample_ms=0.5, idle_ratio=0.0),
+        canary=Canary(hang=CaseSelector.parse("m=8")),  # keeps a worker alive in a case
+        case_timeout_s=120,
+        quiet=True,
+    )
+    opts = ContainerOptions(
+        image=first["ref"], cache_dir=workdir / "cache", env_names=["TORCH_SHOW_CPP_STACKTRACES"]
+    )
+    outcome: list[ContainerOutcome] = []
+    thread = threading.Thread(
+        target=lambda: outcome.append(collect_in_container(client, cfg, opts, Console(quiet=True)))
+    )
+    thread.start()
+    probe = (
+        "import json, pathlib\n"
+        "out = {}\n"
+        "for p in pathlib.Path('/proc').glob('[0-9]*'):\n"
+        "    try:\n"
+        "        out[p.name] = [(p / 'cmdline').read_bytes().decode(errors='replace'),\n"
+        "                       (p / 'environ').read_bytes().decode(errors='replace')]\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(json.dumps(out))\n"
+    )
+    try:
+        procs: dict[str, list[str]] = {}
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            running = client.containers.list(filters={"label": f"org.collectbot.out={out}"})
+            if running:
+                code, output = running[0].exec_run(["python3", "-c", probe])
+                assert code == 0, output
+                procs = json.loads(output)
+                if any("multiprocessing" in cmd for cmd, _ in procs.values()):
+                    break
+            time.sleep(0.5)
+        workers = [env for cmd, env in procs.values() if "multiprocessing" in cmd]
+        collectors = [env for cmd, env in procs.values() if "collector\0run" in cmd]
+        assert workers and collectors, procs
+        for env in procs.values():
+            blob = env[1]
+            names = {e.split("=", 1)[0] for e in blob.split("\0") if "=" in e}
+            assert not names & set(SECRETS), names & set(SECRETS)
+            for value in SECRETS.values():
+                assert value not in blob
+        # What was asked for through the allow-list did arrive (the check is not vacuous).
+        assert "TORCH_SHOW_CPP_STACKTRACES=1" in collectors[0].split("\0")
+    finally:
+        for c in client.containers.list(filters={"label": f"org.collectbot.out={out}"}):
+            c.stop(timeout=30)
+        thread.join(timeout=120)
+    assert outcome and outcome[0].run_json.is_file()

@@ -36,6 +36,7 @@ from bot.compare.comparison import Baseline, Comparison, compare_runs
 from bot.compare.latency import CaseTable, cases_to_confirm
 from bot.compare.stats import Settings
 from collector.caseplan import CaseSelector
+from collector.environment import measured_code_environment
 from collector.errors import UserError
 from collector.ops import get_op
 from collector.record import RUN_JSON, RunRecord, read_record, sha256_file
@@ -155,7 +156,8 @@ class Campaign:
             "--out",
             str(round_dir),
         ]
-        env = dict(os.environ)
+        # The round runs the ref's own collector (a pull request's code): no secrets.
+        env = measured_code_environment()
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(side.tree), env.get("PYTHONPATH", "")) if p
         )

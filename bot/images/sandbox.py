@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collector.environment import SECRET_NAME, looks_secret
 from collector.errors import UserError
 
 # Container paths.
@@ -52,7 +53,8 @@ PASSABLE = re.compile(
     r"NCCL_[A-Z_]+|TORCH_[A-Z_]+|PYTORCH_[A-Z_]+|VLLM_[A-Z_]+|FLASHINFER_[A-Z_]+|"
     r"TRITON_[A-Z_]+|OMP_NUM_THREADS|MKL_NUM_THREADS|NVIDIA_[A-Z_]+)$"
 )
-SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|PRIVATE|AUTH|COOKIE|SESSION", re.I)
+# One definition of what looks like a credential, shared with the local worker pool.
+SECRET = SECRET_NAME
 _SIZE = re.compile(r"^[0-9]+[bkmg]?$", re.I)
 
 
@@ -103,8 +105,8 @@ class Sandbox:
         from docker.types import DeviceRequest, Mount, Ulimit
 
         self.limits.check()
-        for key in self.env:
-            if SECRET.search(key):
+        for key, value in self.env.items():
+            if looks_secret(key, value):
                 raise UserError(f"environment: refusing to pass {key!r} into a container")
         out: dict[str, Any] = {
             "image": self.image,
@@ -155,6 +157,8 @@ def passthrough_env(names: list[str], host_env: Mapping[str, str]) -> dict[str, 
                 "OMP_NUM_THREADS, GITHUB_SHA)"
             )
         if name in host_env:
+            if looks_secret(name, host_env[name]):
+                raise UserError(f"--env {name}: its value looks like a credential; not passed")
             out[name] = host_env[name]
     return out
 
