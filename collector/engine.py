@@ -36,7 +36,7 @@ from rich.progress import (
 from collector.aggregate import RunResult
 from collector.canary import Canary
 from collector.caseplan import Case, CaseSelector, Plan, build_plan, take_shard
-from collector.errors import UserError
+from collector.errors import RecordWriteError, UserError
 from collector.failures import FailureRecord, group_key, now_iso
 from collector.pool import BackendStartupError, Task, WorkerPool
 from collector.provenance import collector_hash, git_sha, library_versions
@@ -165,12 +165,16 @@ class Collection:
         )
         self.converged: set[str] = set()
         self._update_converged()
-        self.checkpoint = Checkpoint(self.out / CHECKPOINT)
-        self.meta = self._meta()
-        self._last_partial = 0.0
-        if self.startup_failure is not None:
-            self._record_startup_failure(self.startup_failure)
-        self._write_partial(force=True)
+        try:
+            self.checkpoint = Checkpoint(self.out / CHECKPOINT)
+            self.meta = self._meta()
+            self._last_partial = 0.0
+            if self.startup_failure is not None:
+                self._record_startup_failure(self.startup_failure)
+            self._write_partial(force=True)
+        except BaseException:
+            self.close()
+            raise
 
     # --- set-up -------------------------------------------------------------------------
     def _prepare_out_dir(self) -> None:
@@ -245,7 +249,15 @@ class Collection:
     def _meta(self) -> dict[str, Any]:
         previous: dict[str, Any] = {}
         if self.cfg.resume and (self.out / RUN_JSON).exists():
-            previous = json.loads((self.out / RUN_JSON).read_text())
+            try:
+                previous = json.loads((self.out / RUN_JSON).read_text())
+            except (OSError, ValueError) as exc:
+                raise UserError(
+                    f"{self.out / RUN_JSON}: unreadable, cannot resume ({exc}); the checkpoint "
+                    "is intact: move run.json aside to resume from the checkpoint alone"
+                ) from None
+            if not isinstance(previous, dict):
+                raise UserError(f"{self.out / RUN_JSON}: not a JSON object, cannot resume")
             if previous.get("plan_hash") not in (None, self.plan.hash):
                 raise UserError(
                     f"{self.out / RUN_JSON}: plan hash {previous.get('plan_hash')} differs from "
@@ -412,6 +424,11 @@ class Collection:
             self.pool.close()
             self.pool = None
 
+    def abandon(self) -> None:
+        """Stop without writing anything more (the record could not be written)."""
+        self.close()
+        self.checkpoint.close()
+
     def finish(self, status: str) -> Path:
         self.close()
         self.checkpoint.close()
@@ -462,8 +479,15 @@ def run_collection(cfg: CollectConfig) -> Path:
                 status = "complete"
         except Interrupted as why:
             console.print(f"stopped ({why}); the record is marked partial")
-        finally:
-            path = collection.finish(status)
+        except RecordWriteError:
+            # The disk is full (or the like): writing again would fail the same way. The
+            # record on disk is the last consistent one and the checkpoint holds the rest.
+            collection.abandon()
+            raise
+        except BaseException:
+            collection.finish("partial")
+            raise
+        path = collection.finish(status)
     summarise(console, collection, path)
     return path
 

@@ -7,3 +7,7 @@ class UserError(Exception):
 
 class RunRecordError(UserError):
     """A run record that cannot be read: missing file, bad checksum, unknown schema."""
+
+
+class RecordWriteError(UserError):
+    """The run record could not be written (disk full, quota, file size limit, permissions)."""

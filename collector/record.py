@@ -8,6 +8,8 @@ defect into a one-line error (unreadable record) or a flagged anomaly (suspect r
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -23,7 +25,7 @@ import pyarrow.parquet as pq
 
 from collector.aggregate import RunResult, summarise
 from collector.caseplan import Case
-from collector.errors import RunRecordError
+from collector.errors import RecordWriteError, RunRecordError
 from collector.failures import FailureRecord
 from collector.ops import get_op
 from collector.peaks import roofline_pct
@@ -89,46 +91,105 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def write_failure(path: Path, exc: OSError) -> str:
+    """One line for an OSError while writing part of a record."""
+    code = errno.errorcode.get(exc.errno or 0, "")
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{path}: {reason}{f' ({code})' if code else ''}"
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _stage_bytes(path: Path, data: bytes) -> Path:
+    """Write `data` next to `path` under a temporary name, fsynced; the caller renames it."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk must not keep the half-written file
+        raise
+    return tmp
+
+
+def _stage_parquet(path: Path, table: pa.Table) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        _fsync_path(tmp)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _json_bytes(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    _stage_bytes(path, data).replace(path)
 
 
 def write_json(path: Path, data: Any) -> None:
-    _atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
-
-
-def _write_parquet(path: Path, table: pa.Table) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    tmp.replace(path)
+    _atomic_write_bytes(path, _json_bytes(data))
 
 
 class Checkpoint:
-    """Append-only JSON lines: each finished run and each failure, fsynced as it happens."""
+    """Append-only JSON lines: each finished run and each failure, fsynced as it happens.
+
+    An append is all or nothing: a write the disk cannot take is cut back off, and a torn
+    last line left by a crash is cut off when the checkpoint is opened again, so the next
+    entry never fuses with it.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = path.open("a", encoding="utf-8")
+        try:
+            _cut_torn_tail(path)
+            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise RecordWriteError(
+                f"cannot open the checkpoint {write_failure(path, exc)}"
+            ) from None
 
     def append(self, kind: str, payload: dict[str, Any]) -> None:
-        self._fh.write(json.dumps({"kind": kind, **payload}, separators=(",", ":")) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        if self._fd is None:
+            raise RecordWriteError(f"{self.path}: checkpoint already closed")
+        data = (json.dumps({"kind": kind, **payload}, separators=(",", ":")) + "\n").encode()
+        start = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fsync(self._fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise RecordWriteError(
+                f"cannot append to the checkpoint {write_failure(self.path, exc)}; every entry "
+                "before this one is kept: free space and rerun with --resume"
+            ) from None
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     @staticmethod
     def read(path: Path) -> Iterator[dict[str, Any]]:
         """Entries in order; a torn last line (a crash mid-write) is skipped, not fatal."""
         if not path.exists():
             return
-        with path.open(encoding="utf-8") as fh:
+        with path.open(encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 try:
                     entry = json.loads(line)
@@ -136,6 +197,30 @@ class Checkpoint:
                     continue
                 if isinstance(entry, dict) and "kind" in entry:
                     yield entry
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Truncate a checkpoint after its last newline (a crash can leave half a line)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == 0:
+        return
+    with path.open("rb+") as fh:
+        end = size
+        while end > 0:
+            start = max(0, end - (1 << 16))
+            fh.seek(start)
+            chunk = fh.read(end - start)
+            if start + len(chunk) == size and chunk.endswith(b"\n"):
+                return  # intact
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                fh.truncate(start + cut + 1)
+                return
+            end = start
+        fh.truncate(0)
 
 
 @dataclass
@@ -240,36 +325,28 @@ def finalize(
     state: CheckpointState,
     status: str,
 ) -> Path:
-    """Write the record's tables and, last, run.json. Safe to call again on the same dir."""
+    """Write the record's tables, failures.json and, last, run.json. Safe to call again.
+
+    Every file is first written under a temporary name and fsynced; only when all of them
+    are on disk are they renamed into place, run.json last, and only then is a complete run's
+    checkpoint removed. A write that fails (a full disk) leaves the previous record as it was,
+    consistent with its checksums, and the checkpoint untouched: `--resume` continues.
+    """
     assert status in STATUSES
     identity = {
         "framework": str(meta["framework"]),
         "version": str(meta["framework_version"]),
         "device": str(meta["device"].get("name", "unknown")),
     }
-    files: dict[str, str] = {}
     # A case that failed in any run is a failure, not a row built from its earlier runs.
     failed_keys = state.failed_keys
     ok_runs = {k: v for k, v in state.runs.items() if k not in failed_keys}
     unverified = set((meta.get("rules") or {}).get("unverified_keys", []))
-    for op, (perf, samples) in build_tables(cases, ok_runs, identity, unverified).items():
-        for name, table in ((perf_file(op), perf), (samples_file(op), samples)):
-            _write_parquet(out_dir / name, table)
-            files[name] = sha256_file(out_dir / name)
+    tables = build_tables(cases, ok_runs, identity, unverified)
     # Ops with no rows still get (empty) tables: a zero-row op is a finding, not a gap.
     for op in meta["ops"]:
-        if perf_file(op) not in files:
-            for name, schema in (
-                (perf_file(op), perf_schema(op)),
-                (samples_file(op), SAMPLE_SCHEMA),
-            ):
-                _write_parquet(out_dir / name, schema.empty_table())
-                files[name] = sha256_file(out_dir / name)
-    write_json(out_dir / FAILURES_JSON, [f.to_json() for f in state.failures])
-    files[FAILURES_JSON] = sha256_file(out_dir / FAILURES_JSON)
-    checkpoint = out_dir / CHECKPOINT
-    if status == "complete" and checkpoint.exists():
-        checkpoint.unlink()
+        if op not in tables:
+            tables[op] = (perf_schema(op).empty_table(), SAMPLE_SCHEMA.empty_table())
     per_op = {}
     for op in meta["ops"]:
         keys = [c.key for c in cases if c.op == op]
@@ -281,14 +358,49 @@ def finalize(
         key: sum(v[key] for v in per_op.values())
         for key in ("planned", "attempted", "ok", "failed")
     }
-    record = {
-        **meta,
-        "schema_version": SCHEMA_VERSION,
-        "status": status,
-        "counts": {**counts, "per_op": per_op},
-        "files": dict(sorted(files.items())),
-    }
-    write_json(out_dir / RUN_JSON, record)
+    files: dict[str, str] = {}
+    staged: list[tuple[Path, Path]] = []
+    target = out_dir
+    try:
+        for op, (perf, samples) in tables.items():
+            for name, table in ((perf_file(op), perf), (samples_file(op), samples)):
+                target = out_dir / name
+                staged.append((_stage_parquet(target, table), target))
+                files[name] = sha256_file(staged[-1][0])
+        target = out_dir / FAILURES_JSON
+        staged.append(
+            (_stage_bytes(target, _json_bytes([f.to_json() for f in state.failures])), target)
+        )
+        files[FAILURES_JSON] = sha256_file(staged[-1][0])
+        record = {
+            **meta,
+            "schema_version": SCHEMA_VERSION,
+            "status": status,
+            "counts": {**counts, "per_op": per_op},
+            "files": dict(sorted(files.items())),
+        }
+        target = out_dir / RUN_JSON
+        staged.append((_stage_bytes(target, _json_bytes(record)), target))
+    except OSError as exc:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise RecordWriteError(
+            f"cannot write the run record: {write_failure(target, exc)}; the record in "
+            f"{out_dir} keeps its previous state and the checkpoint every finished run: "
+            "free space and rerun with --resume"
+        ) from None
+    try:
+        for tmp, final in staged:  # run.json is the last rename: the record's commit point
+            tmp.replace(final)
+        _fsync_path(out_dir, directory=True)
+    except OSError as exc:
+        raise RecordWriteError(
+            f"cannot write the run record: {write_failure(out_dir, exc)}; the checkpoint "
+            "keeps every finished run: rerun with --resume"
+        ) from None
+    checkpoint = out_dir / CHECKPOINT
+    if status == "complete" and checkpoint.exists():
+        checkpoint.unlink()
     return out_dir / RUN_JSON
 
 

@@ -130,3 +130,24 @@ def test_partial_status_is_kept(tmp_path: Path, rng: np.random.Generator) -> Non
         tmp_path / "p", [gemm_case(1)], lambda c: simulated_runs(rng, 1.0), status="partial"
     )
     assert read_record(path).status == "partial"
+
+
+def test_a_torn_last_line_is_cut_before_new_entries_are_appended(tmp_path: Path) -> None:
+    """A crash mid-append, then a resume that appends again: the new entry must not fuse with
+    the torn line (it would be unreadable, and its run measured a second time)."""
+    path = tmp_path / CHECKPOINT
+    entry = {
+        "case_key": "gemm:a", "run": 0, "ms": [1.0], "sm_mhz": [None], "power_w": [None],
+        "throttled": [False], "inner": 1, "timing_mode": "cpu", "kernel_source": "k", "copies": 1,
+    }  # fmt: skip
+    cp = Checkpoint(path)
+    cp.append("run", entry)
+    cp.close()
+    with path.open("a") as fh:
+        fh.write('{"kind": "run", "case_key": "gemm:b", "ru')  # the crash
+    cp = Checkpoint(path)  # the resume
+    cp.append("run", {**entry, "run": 1})
+    cp.close()
+    state = CheckpointState.load(path)
+    assert [r.run for r in state.runs["gemm:a"]] == [0, 1]
+    assert path.read_text().count("\n") == 2 and "gemm:b" not in path.read_text()
