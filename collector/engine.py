@@ -152,20 +152,22 @@ class Collection:
         self.pool: WorkerPool | None = None
         self.ctx: Any = None
         self.startup_failure: BackendStartupError | None = None
-        self.device_info = self._start_measuring()
-        sm = self.device_info.get("sm") if cfg.device != "cpu" else None
-        self.plan, self.rules = resolve_plan(cfg, sm)
-        if not self.plan.cases:
-            self.close()
-            raise UserError(
-                "the plan selects no cases (check --ops, --cases, --case-filter, --shard)"
-            )
-        self.state = (
-            CheckpointState.load(self.out / CHECKPOINT) if cfg.resume else CheckpointState()
-        )
-        self.converged: set[str] = set()
-        self._update_converged()
+        # Whatever stops the set-up (a bad plan, a full disk, SIGTERM while the workers
+        # start) must not leave workers behind: they ignore SIGTERM, and an exiting
+        # interpreter would wait for them forever.
         try:
+            self.device_info = self._start_measuring()
+            sm = self.device_info.get("sm") if cfg.device != "cpu" else None
+            self.plan, self.rules = resolve_plan(cfg, sm)
+            if not self.plan.cases:
+                raise UserError(
+                    "the plan selects no cases (check --ops, --cases, --case-filter, --shard)"
+                )
+            self.state = (
+                CheckpointState.load(self.out / CHECKPOINT) if cfg.resume else CheckpointState()
+            )
+            self.converged: set[str] = set()
+            self._update_converged()
             self.checkpoint = Checkpoint(self.out / CHECKPOINT)
             self.meta = self._meta()
             self._last_partial = 0.0
@@ -174,6 +176,8 @@ class Collection:
             self._write_partial(force=True)
         except BaseException:
             self.close()
+            if hasattr(self, "checkpoint"):
+                self.checkpoint.close()
             raise
 
     # --- set-up -------------------------------------------------------------------------
@@ -204,7 +208,7 @@ class Collection:
             self.pool = WorkerPool(
                 [self._spec(i, d) for i, d in enumerate(self.devices)], self.cfg.case_timeout_s
             )
-            infos = self.pool.wait_ready()
+            infos = self.pool.wait_ready()  # Collection.__init__ closes the pool on any error
         except BackendStartupError as exc:
             # The backend cannot run here: every planned case is recorded as failing with
             # that classification, and the run is marked failed (no silent success).
@@ -465,7 +469,12 @@ def run_collection(cfg: CollectConfig) -> Path:
     console = Console(stderr=True, quiet=cfg.quiet)
     status = "partial"
     with stop_on_signals():
-        collection = Collection(cfg)
+        try:
+            collection = Collection(cfg)
+        except Interrupted as why:
+            raise UserError(
+                f"stopped ({why}) while the workers were starting: nothing was measured"
+            ) from None
         try:
             with progress_bar(console) as progress:
                 task = progress.add_task(

@@ -93,8 +93,14 @@ class WorkerPool:
         self._mp = mp.get_context("spawn")
         self.case_timeout_s = case_timeout_s
         self.startup_timeout_s = startup_timeout_s
-        self.workers = [self._spawn(i, spec) for i, spec in enumerate(specs)]
+        self.workers: list[_Worker] = []
         self.replacements = 0
+        try:
+            for i, spec in enumerate(specs):
+                self.workers.append(self._spawn(i, spec))
+        except BaseException:
+            self.close()
+            raise
 
     def _spawn(self, slot: int, spec: WorkerSpec, failures: int = 0) -> _Worker:
         parent, child = self._mp.Pipe()
