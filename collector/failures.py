@@ -44,7 +44,14 @@ _CUDA_FATAL_PATTERNS = (
     "cuda error: launch failure",
     "uncorrectable ecc error",
 )
-_OOM_PATTERNS = ("out of memory", "cuda_error_out_of_memory", "cublas_status_alloc_failed")
+_OOM_PATTERNS = (
+    "out of memory",
+    "cuda_error_out_of_memory",
+    "cublas_status_alloc_failed",
+    # torch's CPU allocator and ENOMEM: "DefaultCPUAllocator: can't allocate memory".
+    "can't allocate memory",
+    "cannot allocate memory",
+)
 _UNSUPPORTED_PATTERNS = (
     "not supported",
     "unsupported",
