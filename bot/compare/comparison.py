@@ -69,7 +69,7 @@ def _planned(record: RunRecord) -> tuple[dict[str, int], dict[tuple[str, str], i
     """Planned cases per op (from run.json) and per (op, dtype family) (rows and failures)."""
     per_op = {
         op: int(v.get("planned", 0))
-        for op, v in record.meta.get("counts", {}).get("per_op", {}).items()
+        for op, v in ((record.meta.get("counts") or {}).get("per_op") or {}).items()
     }
     family: Counter[tuple[str, str]] = Counter()
     for op, table in record.perf.items():

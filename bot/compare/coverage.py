@@ -14,13 +14,15 @@ MIN_ROW_SHARE = 0.5
 
 
 def side_counts(record: RunRecord, op: str) -> dict[str, int]:
-    per_op = record.meta.get("counts", {}).get("per_op", {}).get(op, {})
+    per_op = ((record.meta.get("counts") or {}).get("per_op") or {}).get(op) or {}
     rows = record.perf[op].num_rows if op in record.perf else 0
     duplicates = sum(
         1 for a in record.anomalies if a.kind == "duplicate_case" and a.file.startswith(f"{op}_")
     )
     invalid = sum(
-        1 for a in record.anomalies if a.kind == "invalid_latency" and a.file.startswith(f"{op}_")
+        1
+        for a in record.anomalies
+        if a.kind in ("invalid_latency", "invalid_row") and a.file.startswith(f"{op}_")
     )
     planned = int(per_op.get("planned", rows))
     attempted = int(per_op.get("attempted", rows))
@@ -48,6 +50,19 @@ def lost_cases(base: RunRecord, cand: RunRecord, op: str) -> list[str]:
     return sorted(str(k) for k in lost.to_pylist())
 
 
+def _shard(record: RunRecord) -> tuple[int, int] | None:
+    """(i, n) when the record is one shard of a plan cut in n > 1 (not a merged record)."""
+    shard = record.meta.get("shard")
+    if (
+        isinstance(shard, list)
+        and len(shard) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in shard)
+        and shard[1] > 1
+    ):
+        return int(shard[0]), int(shard[1])
+    return None
+
+
 def compare_coverage(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
     """Per op: counts on both sides, cases lost since the baseline, and red findings."""
     ops = sorted(set(base.ops) | set(cand.ops))
@@ -59,6 +74,18 @@ def compare_coverage(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
                 "level": "red",
                 "op": "*",
                 "text": f"candidate run is {cand.status}: it stopped before measuring its plan",
+            }
+        )
+    shard = _shard(cand)
+    if shard is not None:
+        findings.append(
+            {
+                "level": "red",
+                "op": "*",
+                "text": (
+                    f"candidate is shard {shard[0]}/{shard[1]} of its plan: the other "
+                    f"{shard[1] - 1} shards' cases are not in it (merge the shards first)"
+                ),
             }
         )
     for op in ops:
@@ -102,6 +129,8 @@ def compare_coverage(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
                         ),
                     }
                 )
+        if shard is not None:
+            status = "red"
         if lost:
             status = "red" if status == "red" else "yellow"
             findings.append(
