@@ -43,7 +43,7 @@ class Case:
     @classmethod
     def build(cls, op: str, params: Mapping[str, Any], *, source: str = "<input>") -> Case:
         spec = get_op(op)
-        unknown = sorted(set(params) - set(spec.field_names))
+        unknown = sorted(set(params) - set(spec.field_names), key=repr)
         if unknown:
             raise UserError(f"{source}: unknown field {unknown[0]!r} for op {op!r}")
         values = []
@@ -210,9 +210,13 @@ def build_plan(
     docs: list[Mapping[str, Any]] = []
     if case_file is not None:
         try:
-            text = case_file.read_text()
+            text = case_file.read_text(encoding="utf-8")
         except OSError as exc:
             raise UserError(f"{case_file}: cannot read case file ({exc.strerror})") from None
+        except UnicodeDecodeError as exc:
+            raise UserError(
+                f"{case_file}: not UTF-8 text (byte {exc.start}: {exc.reason})"
+            ) from None
         source = str(case_file)
         docs = load_case_documents(text, source)
         docs = [d for d in docs if str(d["op"]) in ops]

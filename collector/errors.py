@@ -8,6 +8,10 @@ class UserError(Exception):
 class RunRecordError(UserError):
     """A run record that cannot be read: missing file, bad checksum, unknown schema."""
 
+    def __init__(self, message: str) -> None:
+        # One line, whatever the underlying library put into its message.
+        super().__init__(" ".join(str(message).split())[:2000])
+
 
 class RecordWriteError(UserError):
     """The run record could not be written (disk full, quota, file size limit, permissions)."""

@@ -10,4 +10,16 @@ def rng() -> np.random.Generator:
 
 
 # The local GitHub server fixture, for the tests of bot/github.
+# Property tests: no per-example deadline (they read and write files, and CI machines vary);
+# HYPOTHESIS_PROFILE=thorough runs ten times the examples (bench/fuzz.py runs far more).
+import os  # noqa: E402
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
 from tests.github_fixtures import gh as gh  # noqa: E402
+
+settings.register_profile(
+    "collectbot", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.register_profile("thorough", parent=settings.get_profile("collectbot"), max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "collectbot"))

@@ -380,7 +380,8 @@ def _codes(*columns: np.ndarray) -> tuple[np.ndarray, list[tuple[str, ...]]]:
     combined = np.zeros(len(columns[0]), dtype=np.int64)
     dictionaries = []
     for values in columns:
-        encoded = pc.dictionary_encode(pa.array(values.tolist(), type=pa.string()))
+        text = pc.fill_null(pa.array(values.tolist(), type=pa.string()), "unknown")
+        encoded = pc.dictionary_encode(text)
         dictionary = encoded.dictionary.to_pylist()
         combined = combined * (len(dictionary) + 1) + encoded.indices.to_numpy(zero_copy_only=False)
         dictionaries.append(dictionary)

@@ -141,6 +141,15 @@ def parse_workflow_run_event(
 ) -> WorkflowRunEvent:
     r = _Reader(source, payload)
     prs = r.get("workflow_run.pull_requests", list, optional=True) or []
+    numbers = []
+    for i, pr in enumerate(prs):
+        number = pr.get("number") if isinstance(pr, dict) else None
+        if not isinstance(number, int) or isinstance(number, bool):
+            raise UserError(
+                f"{source}: field 'workflow_run.pull_requests[{i}].number' has unexpected "
+                f"value {number!r:.80}"
+            )
+        numbers.append(number)
     return WorkflowRunEvent(
         action=r.get("action"),
         repo=r.get("repository.full_name"),
@@ -151,6 +160,6 @@ def parse_workflow_run_event(
         head_sha=r.get("workflow_run.head_sha"),
         head_repo=r.get("workflow_run.head_repository.full_name", optional=True) or "",
         head_branch=r.get("workflow_run.head_branch", optional=True) or "",
-        pull_requests=tuple(int(p["number"]) for p in prs if isinstance(p, dict) and "number" in p),
+        pull_requests=tuple(numbers),
         html_url=r.get("workflow_run.html_url", optional=True) or "",
     )
