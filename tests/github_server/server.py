@@ -159,7 +159,7 @@ class GitHubServer:
         class Handler(_Handler):
             gh = server
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -258,6 +258,12 @@ class GitHubServer:
         out["head"].update(sha=p.head_sha, ref=p.head_ref, repo=self._repo_json(p.head_repo))
         out["base"].update(sha=p.base_sha, ref=p.base_ref, repo=self._repo_json(self.repo))
         return dict(out)
+
+
+class _Server(ThreadingHTTPServer):
+    # A storm of clients (tests/test_load.py) connects at once: a listen backlog of 5 would
+    # drop their SYNs and make them wait for TCP's retransmission.
+    request_queue_size = 256
 
 
 class _Handler(BaseHTTPRequestHandler):
