@@ -187,3 +187,46 @@ def test_the_collectors_own_settings_still_reach_the_workers() -> None:
         "TOKENIZERS_PARALLELISM": "false",
         "HF_HOME": "/cache/hf",
     }
+
+
+@pytest.mark.slow
+def test_workflow_commands_printed_by_measured_code_are_fenced_off(tmp_path: Path) -> None:
+    """In an Actions job, a worker (PR code) prints workflow commands; the runner must not act
+    on them: all of them fall between `::stop-commands::<token>` and `::<token>::`, and the
+    token is fresh each time (the measured code cannot guess it)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import pathlib\n"
+        "if b'spawn_main' in pathlib.Path('/proc/self/cmdline').read_bytes():\n"
+        "    print('::set-output name=trigger::true', flush=True)\n"
+        "    print('::error title=pwned::from the measured code', flush=True)\n"
+        "    import sys; print('::add-mask::x', file=sys.stderr, flush=True)\n"
+    )
+    env = {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+    }
+    tokens = []
+    for i in range(2):
+        out = tmp_path / f"run{i}"
+        cmd = [
+            sys.executable, "-m", "bot", "collect", "--out", str(out), "--smoke", "--limit", "1",
+            "--runs", "1", "--samples", "2", "--warmup", "0", "--idle-ratio", "0",
+        ]  # fmt: skip
+        proc = subprocess.run(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=120
+        )
+        assert proc.returncode == 0, proc.stdout
+        lines = proc.stdout.splitlines()
+        commands = [i for i, line in enumerate(lines) if line.startswith("::")]
+        first, last = commands[0], commands[-1]
+        token = lines[first].removeprefix("::stop-commands::")
+        assert len(token) == 32 and lines[last] == f"::{token}::", lines
+        hostile = [line for line in lines if "name=trigger" in line or "pwned" in line]
+        assert len(hostile) == 2, proc.stdout  # the measured code did print them...
+        assert all(first < i < last for i in commands[1:-1])  # ...inside the fence
+        assert lines[-1] == str(out)  # the command's own result comes after it
+        tokens.append(token)
+    assert tokens[0] != tokens[1]

@@ -243,15 +243,20 @@ def collect(
     cfg.command = collect_command(cfg)
     if framework_version is not None:
         cfg.command[-2:-2] = ["--framework-version", framework_version.strip()]
+    from bot.joblog import workflow_commands_off
+
+    # What the measured code prints must not act on the job (workflow commands).
     if image is not None:
         from bot.images.container import container_options, run_collect_command
 
         opts = container_options(
             image, cache_dir, memory, cpus, shm_size, pass_env, container_timeout
         )
-        typer.echo(str(run_collect_command(cfg, opts).parent))
-        return
-    run_json = run_collection(cfg)
+        with workflow_commands_off():
+            run_json = run_collect_command(cfg, opts)
+    else:
+        with workflow_commands_off():
+            run_json = run_collection(cfg)
     typer.echo(str(run_json.parent))
     _fail_if_run_failed(run_json)
 

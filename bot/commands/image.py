@@ -96,18 +96,21 @@ def _stage(
     pins, source = _pins(manifest, framework)
     console = Console(stderr=True, quiet=quiet, soft_wrap=True)
     client = connect()
-    result = obtain(
-        client,
-        pins,
-        repository=repository or f"collectbot-{pins.name}",
-        base_override=base_image,
-        wheels_dir=wheels,
-        force_build=force_build,
-        push=push,
-        network_mode=build_network,
-        log_path=log,
-        console=console,
-    )
+    from bot.joblog import workflow_commands_off
+
+    with workflow_commands_off():  # the build's steps print what the Dockerfile runs
+        result = obtain(
+            client,
+            pins,
+            repository=repository or f"collectbot-{pins.name}",
+            base_override=base_image,
+            wheels_dir=wheels,
+            force_build=force_build,
+            push=push,
+            network_mode=build_network,
+            log_path=log,
+            console=console,
+        )
     how = "built" if result.built else ("pulled" if result.pulled else "reused")
     if result.built:
         how += f" ({result.cached_steps} of {result.total_steps} steps from cache)"
