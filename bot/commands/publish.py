@@ -192,6 +192,16 @@ def publish(
             f"GitHub API failed while reading the pull request on {repo_name}: "
             f"{describe_api_error(exc)}; the rendered comment is at {comment}"
         ) from None
+    # The commit the run measured, from a trusted source: the workflow_run event (GitHub
+    # wrote it) or the plan. The rendered comment may have travelled through an untrusted
+    # job: if its marker names another commit, its status would land on that commit.
+    expected = (run_event.head_sha if run_event else None) or (plan_data or {}).get("head_sha")
+    marked = rendered.meta.marker.head_sha
+    if expected and marked and marked != expected:
+        raise UserError(
+            f"{comment}: the comment's marker names head {marked[:12]}, but the run measured "
+            f"{str(expected)[:12]} (render it again with --head-sha {expected})"
+        )
     opts = PublishOptions(
         check=check,
         remove_labels=labels,

@@ -15,6 +15,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jinja2
@@ -60,6 +61,29 @@ class Marker:
             return None
 
 
+# How far ahead of the renderer's clock a run's start may be (clock skew between machines).
+FUTURE_SLACK = timedelta(minutes=10)
+
+
+def bounded_start(stamp: str, now: datetime | None = None) -> str:
+    """A run's start time as its marker may carry it: never in the future.
+
+    The start orders runs for the stale-run guard (a later run replaces an earlier one's
+    comment), and it comes from run.json, which the pull request's code could write: a start
+    in 2099 would make that comment outrank every later run of the same head. A start beyond
+    the renderer's clock (plus slack) is replaced by the renderer's clock.
+    """
+    now = now or datetime.now(UTC)
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp  # unparsable: it sorts before any real time anyway
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    if when > now + FUTURE_SLACK:
+        return now.isoformat(timespec="seconds")
+    return stamp
+
+
 def marker_for(comparison: dict[str, Any], head_sha: str | None = None) -> Marker:
     cand = comparison["candidate"]
     return Marker(
@@ -67,7 +91,7 @@ def marker_for(comparison: dict[str, Any], head_sha: str | None = None) -> Marke
         gpu=str((cand.get("device") or {}).get("name") or "unknown"),
         run_id=str(cand.get("run_id") or ""),
         head_sha=str(head_sha or cand.get("git_sha") or ""),
-        started_at=str(cand.get("started_at") or ""),
+        started_at=bounded_start(str(cand.get("started_at") or "")),
     )
 
 
@@ -398,18 +422,18 @@ def render_comment(comparison: dict[str, Any], opts: RenderOptions | None = None
 
 
 def run_marker(meta: dict[str, Any], opts: RenderOptions) -> Marker:
-    from datetime import UTC, datetime
-
     device = meta.get("device") if isinstance(meta.get("device"), dict) else {}
     return Marker(
         backend=str(meta.get("backend") or opts.backend or "unknown"),
         gpu=str((device or {}).get("name") or opts.gpu or "unknown"),
         run_id=str(meta.get("run_id") or opts.run_id or ""),
         head_sha=str(opts.head_sha or meta.get("git_sha") or ""),
-        started_at=str(
-            meta.get("started_at")
-            or opts.started_at
-            or datetime.now(UTC).isoformat(timespec="seconds")
+        started_at=bounded_start(
+            str(
+                meta.get("started_at")
+                or opts.started_at
+                or datetime.now(UTC).isoformat(timespec="seconds")
+            )
         ),
     )
 

@@ -1,0 +1,174 @@
+"""Threat-model controls that live in the bot (docs/security.md), each tested by an attack.
+
+The workflows (issue 8) carry the rest of the controls: which job holds which token, which
+code each job checks out. What the bot itself must refuse is tested here: a crafted record
+pinning its comment with a start time in the future, a rendered comment aimed at another
+commit, a PR number smuggled into an event, a baseline slipped into the store under a PR's
+ref, and actions or images not pinned by digest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from bot.cli import app
+from bot.render.comment import FUTURE_SLACK, Marker, bounded_start
+from tests.factories import gemm_case, simulated_runs, write_record
+from tests.github_fixtures import HEAD, PR, REPO, payload
+from tests.github_server import GitHubServer
+from tests.test_github_publish import rendered
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_start_time_in_the_future_cannot_pin_the_comment(
+    gh: GitHubServer, tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """run.json is written by the PR's code: a start in 2099 would outrank every later run."""
+    crafted = rendered(tmp_path, rng, run_id="crafted", started_at="2099-01-01T00:00:00+00:00")
+    marker = Marker.parse(crafted.read_text())
+    assert marker is not None
+    assert datetime.fromisoformat(marker.started_at) <= datetime.now(UTC) + FUTURE_SLACK
+    assert (
+        runner.invoke(app, ["publish", str(crafted), "--repo", REPO, "--pr", str(PR)]).exit_code
+        == 0
+    )
+    later = rendered(
+        tmp_path, rng, run_id="later", started_at=datetime.now(UTC).isoformat(timespec="seconds")
+    )
+    result = runner.invoke(app, ["publish", str(later), "--repo", REPO, "--pr", str(PR)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("comment: updated"), result.output
+    [comment] = gh.issue_comments(PR)
+    assert comment["body"] == later.read_text()
+
+
+def test_bounded_start_keeps_real_times() -> None:
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    assert bounded_start("2026-11-30T11:00:00+00:00", now) == "2026-11-30T11:00:00+00:00"
+    assert bounded_start("2026-11-30T12:05:00Z", now) == "2026-11-30T12:05:00Z"  # clock skew
+    assert bounded_start("2099-01-01T00:00:00+00:00", now) == now.isoformat(timespec="seconds")
+    assert bounded_start("not a time", now) == "not a time"  # sorts before any real time
+
+
+def _event(tmp_path: Path, head: str, pull_requests: list[int]) -> Path:
+    event = payload("workflow_run.completed")
+    event["workflow_run"]["head_sha"] = head
+    event["workflow_run"]["pull_requests"] = [{"number": n} for n in pull_requests]
+    event["repository"]["full_name"] = REPO
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    return path
+
+
+def test_a_comment_rendered_for_another_commit_is_refused(
+    gh: GitHubServer, tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """The rendered comment may have passed through an untrusted job: its marker must name
+    the commit the workflow run measured, or its status would land on another commit."""
+    other = "3" * 40  # e.g. the default branch's head: a green status there would mislead
+    comment = rendered(tmp_path, rng, head=other)
+    result = runner.invoke(
+        app, ["publish", str(comment), "--event", str(_event(tmp_path, HEAD, []))]
+    )
+    assert result.exit_code == 2, result.output
+    assert "marker names head 333333333333, but the run measured" in result.output
+    assert gh.issue_comments(PR) == [] and gh.statuses == []
+
+
+def test_a_pr_number_in_the_event_is_never_used(
+    gh: GitHubServer, tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """Only the head SHA finds the PR: a number elsewhere (here PR 99) is ignored."""
+    comment = rendered(tmp_path, rng)
+    result = runner.invoke(
+        app, ["publish", str(comment), "--event", str(_event(tmp_path, HEAD, [99]))]
+    )
+    assert result.exit_code == 0, result.output
+    assert len(gh.issue_comments(PR)) == 1
+    assert not gh.requests(None, r"/(issues|pulls)/99")
+
+
+def test_the_baseline_comes_only_from_the_trusted_ref(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """A PR's run stored later (or a forged one) must not become the baseline of main's."""
+    store = str(tmp_path / "store")
+    cases = [gemm_case(m) for m in (1, 2, 4, 8)]
+
+    def record(name: str, ms: float) -> Path:
+        return write_record(
+            tmp_path / name, cases, lambda c: simulated_runs(rng, ms), meta_extra={"run_id": name}
+        )
+
+    for name, ms, ref in (("main-run", 1.0, "main"), ("pr-run", 0.5, "refs/pull/2/merge")):
+        result = runner.invoke(
+            app, ["store", "put", str(record(name, ms)), "--store", store, "--ref", ref]
+        )
+        assert result.exit_code == 0, result.output
+    cand = record("cand", 1.0)
+    out = tmp_path / "cmp"
+    result = runner.invoke(
+        app,
+        ["compare", str(cand), "--baseline-from-store", store, "--baseline-ref", "main",
+         "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "comparison.json").read_text())
+    assert data["baseline"]["run_id"] == "main-run"
+    assert data["verdict"]["level"] == "green"  # against the forged 0.5 ms it would be red
+
+
+def _uses(path: Path) -> list[str]:
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "uses" and isinstance(value, str):
+                    found.append(value)
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(yaml.safe_load(path.read_text()))
+    return found
+
+
+PINNED_ACTION = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+
+
+def test_every_remote_action_is_pinned_by_commit_sha() -> None:
+    """A tag can be moved to other code; a commit SHA cannot (supply chain of actions)."""
+    files = sorted((ROOT / ".github").rglob("*.y*ml")) if (ROOT / ".github").is_dir() else []
+    for path in files:
+        for ref in _uses(path):
+            if ref.startswith("./"):
+                continue  # this repository's own actions, at the checked-out commit
+            if ref.startswith("docker://"):
+                assert "@sha256:" in ref, f"{path}: {ref} is not pinned by digest"
+                continue
+            assert PINNED_ACTION.match(ref), f"{path}: {ref} is not pinned to a commit SHA"
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["actions/checkout@v4", "actions/checkout@main", "actions/checkout@08eba0b", "docker://x:1"],
+)
+def test_the_pinning_rule_rejects_movable_refs(tmp_path: Path, ref: str) -> None:
+    workflow = tmp_path / "w.yml"
+    workflow.write_text(yaml.safe_dump({"jobs": {"a": {"steps": [{"uses": ref}]}}}))
+    [found] = _uses(workflow)
+    assert not PINNED_ACTION.match(found) and not (
+        found.startswith("docker://") and "@sha256:" in found
+    )
