@@ -451,3 +451,65 @@ def test_no_secret_reaches_the_collector_container_or_its_workers(
             c.stop(timeout=30)
         thread.join(timeout=120)
     assert outcome and outcome[0].run_json.is_file()
+
+
+def test_an_image_build_failure_is_one_line_and_leaves_no_image(
+    client: Any, manifest: Path, repository: str, workdir: Path
+) -> None:
+    """The base image has no shell: the dependency step cannot run. The build fails in one
+    line naming the step and the full log, and no image carries the tag (a later `ensure`
+    builds again instead of reusing a broken image)."""
+    import io
+    import tarfile
+
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        info = tarfile.TarInfo("README")
+        payload = b"a root filesystem without a shell\n"
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    broken = f"{repository}-noshell:1"
+    client.api.import_image_from_data(data.getvalue(), repository=broken.split(":")[0], tag="1")
+    log = workdir / "broken-build.log"
+    try:
+        for attempt in range(2):
+            result = runner.invoke(
+                app,
+                ["image", "ensure", "--manifest", str(manifest), "--base-image", broken,
+                 "--repository", repository, "--build-network", "none", "--log", str(log)],
+            )  # fmt: skip
+            assert result.exit_code == 2, result.output
+            lines = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
+            assert len(lines) == 1 and "Traceback" not in result.output, result.output
+            assert lines[0].startswith(f"error: image build {repository}:0.24.0-")
+            assert "failed at step" in lines[0] and str(log) in lines[0]
+            assert "no such file" in lines[0]  # the reason, from the engine
+            assert "ERROR:" in log.read_text()
+            tag = lines[0].split()[3]
+            assert not client.images.list(name=tag), f"attempt {attempt}: {tag} exists"
+    finally:
+        client.images.remove(broken, force=True)
+
+
+def test_a_container_killed_for_memory_leaves_a_failed_record_saying_so(
+    client: Any, workdir: Path, first: dict[str, Any]
+) -> None:
+    """A memory limit the collector cannot start under: the kernel's OOM killer ends its
+    workers (SIGKILL, no exception). The host says so in one line and keeps a valid record
+    marked failed, so the comparison reports a red run instead of finding nothing."""
+    if not client.info().get("MemoryLimit"):
+        pytest.skip("this engine cannot enforce memory limits (no memory cgroup)")
+    out = workdir / "oom-run"
+    result = runner.invoke(
+        app,
+        ["collect", "--image", first["ref"], "--out", str(out), "--limit", "2", "--memory",
+         "96m", "--quiet"],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, result.output
+    assert "it ran out of memory (OOM killed)" in lines[0]
+    record = read_record(out)
+    assert record.status == "failed" and record.meta["counts"]["ok"] == 0
+    assert record.meta["container"]["oom_killed"] is True
+    assert record.meta["container"]["exit_code"] == 137
