@@ -28,7 +28,7 @@ from bot.cli import app
 from collector.canary import Canary
 from collector.caseplan import Case, CaseSelector
 from collector.pool import Task, WorkerPool
-from collector.record import CHECKPOINT, RUN_JSON, read_record
+from collector.record import CHECKPOINT, RUN_JSON, CheckpointState, read_record
 from collector.timing import Protocol
 from collector.worker import WorkerSpec
 from tests.factories import gemm_case, simulated_runs, write_record
@@ -172,6 +172,7 @@ def test_a_runner_killed_mid_run_leaves_a_record_that_resume_finishes(tmp_path: 
     assert proc.returncode == -signal.SIGKILL
     killed = read_record(out)  # the last partial run.json: consistent with its files
     assert killed.status == "partial"
+    finished = CheckpointState.load(checkpoint).runs  # every run done before the kill
     # The comment path reads it too, and says it is partial.
     comment = tmp_path / "killed.md"
     result = runner.invoke(app, ["render", "--run", str(out), "--out", str(comment)])
@@ -184,6 +185,14 @@ def test_a_runner_killed_mid_run_leaves_a_record_that_resume_finishes(tmp_path: 
     pairs = record.samples["gemm"].group_by(["case_key", "run"]).aggregate([]).num_rows
     assert pairs == 16 * 30
     assert record.meta["run_id"] == killed.meta["run_id"]
+    # What was measured before the kill is kept as it was measured, not measured again.
+    after: dict[tuple[str, int], list[float]] = {}
+    for r in record.samples["gemm"].select(["case_key", "run", "ms"]).to_pylist():
+        after.setdefault((r["case_key"], r["run"]), []).append(r["ms"])
+    assert finished
+    for key, runs in finished.items():
+        for run in runs:
+            assert after[(key, run.run)] == run.ms
 
 
 def test_no_docker_engine_is_one_line_for_collect_and_image(

@@ -172,3 +172,22 @@ def test_the_pinning_rule_rejects_movable_refs(tmp_path: Path, ref: str) -> None
     assert not PINNED_ACTION.match(found) and not (
         found.startswith("docker://") and "@sha256:" in found
     )
+
+
+@pytest.mark.parametrize("name", ["../outside.json", "sub/../../outside.json", "/etc/hostname"])
+def test_a_record_cannot_name_files_outside_itself(
+    tmp_path: Path, rng: np.random.Generator, name: str
+) -> None:
+    """A record from an untrusted job lists its files; reading must never follow one out of
+    the record's directory (a checksum of a file elsewhere would confirm its content)."""
+    from collector.errors import RunRecordError
+    from collector.record import read_record, sha256_file
+
+    run = write_record(tmp_path / "run", [gemm_case(1)], lambda c: simulated_runs(rng, 1.0))
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    meta = json.loads((run / "run.json").read_text())
+    meta["files"][name] = sha256_file(outside)
+    (run / "run.json").write_text(json.dumps(meta))
+    with pytest.raises(RunRecordError, match="bad file name"):
+        read_record(run)
