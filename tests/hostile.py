@@ -227,9 +227,10 @@ class Mutator:
         path = run / name
         try:
             table = pq.read_table(path)
+            names = table.column_names
         except Exception:  # already damaged by an earlier mutation
             return f"{name} unreadable"
-        col = self.rng.choice(table.column_names)
+        col = self.rng.choice(names)
         roll = self.rng.random()
         if roll < 0.2:
             table = table.drop_columns([col])
