@@ -1,0 +1,379 @@
+"""Prove that every row of docs/reliability.md and docs/security.md is backed by a test that
+fails when its control is removed.
+
+For each control below: edit the source to remove it (an exact text replacement, so a stale
+entry fails loudly instead of mutating something else), run the tests the docs name for that
+row, expect at least one of them to FAIL, and restore the file. The tree must be clean (the
+script refuses otherwise) and is restored even on Ctrl-C.
+
+    .venv/bin/python scripts/check_controls.py            # every control
+    .venv/bin/python scripts/check_controls.py R6 S5      # some of them
+    .venv/bin/python scripts/check_controls.py --list
+
+Prints one line per control and a markdown table (`--markdown FILE`) for the docs. Takes
+about 15 minutes (some rows run real processes and containers). The Docker rows need the
+engine that `make docker-engine` starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Control:
+    row: str  # R<n> (docs/reliability.md) or S<n> (docs/security.md)
+    what: str
+    edits: tuple[tuple[str, str, str], ...]  # (file, text, replacement)
+    tests: tuple[str, ...]
+
+
+def edit(file: str, text: str, replacement: str) -> tuple[str, str, str]:
+    return (file, text, replacement)
+
+
+CONTROLS = [
+    Control(
+        "R1",
+        "a dead worker's case is recorded as a crash",
+        (edit("collector/pool.py", "            if w.task is not None:\n                task, w_dead", "            if False:\n                task, w_dead"),),
+        ("tests/test_faults.py::test_segfault_hang_cuda_fatal_and_exception_each_recorded_once",),
+    ),
+    Control(
+        "R2",
+        "a CUDA-fatal error retires the worker",
+        (edit("collector/failures.py", "    return classification == CUDA_FATAL", "    return False"),),
+        ("tests/test_fault_matrix.py::test_a_cuda_fatal_error_retires_the_worker_and_a_fresh_one_continues",),
+    ),
+    Control(
+        "R3",
+        "the watchdog kills a hung case",
+        (edit("collector/pool.py", "        if w.task is not None and time.monotonic() - w.started > self.case_timeout_s:", "        if False:"),),
+        ("tests/test_faults.py::test_segfault_hang_cuda_fatal_and_exception_each_recorded_once",),
+    ),
+    Control(
+        "R4a",
+        "a SIGKILLed worker's failure names the signal",
+        (edit("collector/pool.py", "            signal=sig,", "            signal=None,"),),
+        ("tests/test_fault_matrix.py::test_a_worker_killed_by_sigkill_is_a_crash_of_its_case_and_the_run_goes_on",),
+    ),
+    Control(
+        "R4b",
+        "an allocation refused is classified oom",
+        (edit("collector/failures.py", '    "can\'t allocate memory",\n', ""),),
+        ("tests/test_fault_matrix.py::test_an_allocation_refused_by_a_memory_limit_is_an_oom_failure",),
+    ),
+    Control(
+        "R4c",
+        "an OOM-killed container is reported as such",
+        (edit("bot/images/container.py", "    elif outcome.oom_killed:\n", "    elif False:\n"),),
+        ("tests/test_images_docker.py::test_a_container_killed_for_memory_leaves_a_failed_record_saying_so",),
+    ),
+    Control(
+        "R5a",
+        "--resume continues from the checkpoint",
+        (edit("collector/engine.py", "CheckpointState.load(self.out / CHECKPOINT) if cfg.resume else CheckpointState()", "CheckpointState()"),),
+        ("tests/test_fault_matrix.py::test_a_runner_killed_mid_run_leaves_a_record_that_resume_finishes",),
+    ),
+    Control(
+        "R5b",
+        "a torn checkpoint line is cut before appending",
+        (edit("collector/record.py", "            _cut_torn_tail(path)\n", ""),),
+        ("tests/test_record.py::test_a_torn_last_line_is_cut_before_new_entries_are_appended",),
+    ),
+    Control(
+        "R5c",
+        "the pool is closed when the set-up is interrupted",
+        (edit("collector/engine.py", "        except BaseException:\n            self.close()\n            if hasattr", "        except BaseException:\n            if hasattr"),),
+        ("tests/test_fault_matrix.py::test_sigterm_while_the_workers_start_ends_promptly_in_one_line",),
+    ),
+    Control(
+        "R6",
+        "a failed record write leaves the previous record and ends in one line",
+        (edit("collector/record.py", "    except OSError as exc:\n        for tmp, _ in staged:\n            tmp.unlink(missing_ok=True)\n        raise RecordWriteError(", "    except ZeroDivisionError as exc:\n        raise RecordWriteError("),),
+        ("tests/test_disk_full.py",),
+    ),
+    Control(
+        "R7",
+        "no Docker engine is one line",
+        (edit("bot/images/engine.py", "    except (docker.errors.DockerException, OSError) as exc:", "    except ZeroDivisionError as exc:"),),
+        ("tests/test_fault_matrix.py::test_no_docker_engine_is_one_line_for_collect_and_image",),
+    ),
+    Control(
+        "R8",
+        "a failed image build is one line and tags nothing",
+        (edit("bot/images/build.py", "    if error is not None or image_id is None:", "    if image_id is None:"),),
+        ("tests/test_images_docker.py::test_an_image_build_failure_is_one_line_and_leaves_no_image",),
+    ),
+    Control(
+        "R9",
+        "5xx answers are retried",
+        (edit("bot/github/client.py", "        status_forcelist=[429, *range(500, 600)],", "        status_forcelist=[429],"),),
+        ("tests/test_github_publish.py::test_transient_502s_and_a_secondary_rate_limit_are_retried",),
+    ),
+    Control(
+        "R10",
+        "a refused write names the permission to grant",
+        (edit("bot/github/publish.py", "{_hint(status, 'pull-requests')}", ""),),
+        ("tests/test_github_publish.py::test_a_403_on_the_comment_endpoint_fails_with_one_clear_line",),
+    ),
+    Control(
+        "R11",
+        "writes are retried after a secondary rate limit",
+        (edit("bot/github/client.py", '        allowed_methods=Retry.DEFAULT_ALLOWED_METHODS | {"GET", "POST", "PATCH"},', "        allowed_methods=Retry.DEFAULT_ALLOWED_METHODS,"),),
+        ("tests/test_github_publish.py::test_transient_502s_and_a_secondary_rate_limit_are_retried",
+         "tests/test_github_publish.py::test_a_secondary_rate_limit_without_retry_after_waits_and_succeeds"),
+    ),
+    Control(
+        "R12",
+        "timeouts are retried",
+        (edit("bot/github/client.py", "        read=cfg.retries,", "        read=0,"),),
+        ("tests/test_github_publish.py::test_a_timeout_is_retried_and_a_duplicate_create_is_cleaned_up",),
+    ),
+    Control(
+        "R13",
+        "an unreadable table is a one-line error",
+        (edit("collector/record.py", "    except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError) as exc:\n        raise RunRecordError(f\"{path}: not a readable parquet file", "    except ZeroDivisionError as exc:\n        raise RunRecordError(f\"{path}: not a readable parquet file"),),
+        ("tests/test_fault_matrix.py::test_a_corrupted_or_truncated_baseline_is_one_line",),
+    ),
+    Control(
+        "R14",
+        "checksums are verified",
+        (edit("collector/record.py", "            actual == digest,", "            True,"),),
+        ("tests/test_record.py::test_checksum_mismatch_is_a_one_line_error_naming_the_file",),
+    ),
+    Control(
+        "R15",
+        "malformed YAML is one line",
+        (edit("collector/caseplan.py", "    except yaml.YAMLError as exc:", "    except ZeroDivisionError as exc:"),),
+        ("tests/test_caseplan.py::test_malformed_case_files_name_the_file_and_the_problem",),
+    ),
+    Control(
+        "R16",
+        "an unknown backend in a label is refused",
+        (edit("bot/github/labels.py", "    if backend not in known_backends:", "    if False:"),),
+        ("tests/test_github_plan.py::test_label_grammar_errors",
+         "tests/test_props_payload.py::test_any_label_is_a_trigger_a_clear_refusal_or_not_ours"),
+    ),
+    Control(
+        "R17",
+        "a missing payload field is one line",
+        (edit("bot/github/events.py", '                raise UserError(f"{self.source}: missing field {dotted!r}")', "                return None"),),
+        ("tests/test_props_payload.py::test_any_damaged_pull_request_payload_parses_or_is_one_line",),
+    ),
+    Control(
+        "R18",
+        "an unmerged shard is red coverage",
+        (edit("bot/compare/coverage.py", "    shard = _shard(cand)", "    shard = None"),),
+        ("tests/test_fault_matrix.py::test_a_lost_shard_is_red_coverage_not_a_quiet_pass",),
+    ),
+    Control(
+        "R19",
+        "racing publishers converge on one comment",
+        (edit("bot/github/sticky.py", "        slot = [o for o in ours(api.comments(number), bot_login) if in_slot(o.marker, marker)]\n        if all(", "        slot = []\n        if all("),),
+        ("tests/test_github_publish.py::test_two_concurrent_publishes_leave_one_comment",
+         "tests/test_load.py"),
+    ),
+    Control(
+        "S1",
+        "a label approves only with write permission",
+        (edit("bot/github/plan.py", "    if permission_rank(facts.labeler_permission) < permission_rank(REQUIRED_PERMISSION):", "    if False:"),),
+        ("tests/test_github_plan.py::test_a_labeler_without_write_access_is_refused",
+         "tests/test_props_payload.py::test_a_collection_is_approved_only_when_every_control_holds"),
+    ),
+    Control(
+        "S2",
+        "a label approves only the labelled head",
+        (edit("bot/github/plan.py", "    if facts.current_head_sha != event.head_sha:", "    if False:"),),
+        ("tests/test_github_plan.py::test_a_head_that_moved_since_labelling_is_refused",
+         "tests/test_props_payload.py::test_a_collection_is_approved_only_when_every_control_holds"),
+    ),
+    Control(
+        "S3",
+        "new commits drop the trigger label",
+        (edit("bot/github/plan.py", "            remove_labels=labels,", "            remove_labels=[],"),),
+        ("tests/test_github_plan.py::test_synchronize_after_labelling_drops_the_label_and_says_why",),
+    ),
+    Control(
+        "S4",
+        "a label removed before the plan ran approves nothing",
+        (edit("bot/github/plan.py", "    if trigger.name.lower() not in {name.lower() for name in facts.current_labels}:", "    if False:"),),
+        ("tests/test_github_plan.py::test_a_label_removed_before_the_plan_ran",),
+    ),
+    Control(
+        "S5",
+        "measured code gets an allow-listed environment",
+        (edit("collector/environment.py", "        if allowed(name) and not looks_secret(name, value)", "        if True"),),
+        ("tests/test_secrets_env.py",),
+    ),
+    Control(
+        "S6",
+        "the container gets no host environment",
+        (edit("bot/images/container.py", "    env = {**JIT_CACHE_ENV, **passthrough_env(opts.env_names, os.environ)}", "    env = {**JIT_CACHE_ENV, **os.environ}"),
+         edit("bot/images/sandbox.py", "            if looks_secret(key, value):", "            if False:")),
+        ("tests/test_images_docker.py::test_no_secret_reaches_the_collector_container_or_its_workers",),
+    ),
+    Control(
+        "S7",
+        "untrusted text cannot ping",
+        (edit("bot/render/sanitize.py", '    return _ISSUE_REF.sub("#" + ZWSP, _MENTION.sub("@" + ZWSP, s))', "    return s"),),
+        ("tests/test_render.py::test_sanitisers_neutralise_hostile_text",
+         "tests/test_props_sanitize.py"),
+    ),
+    Control(
+        "S8",
+        "untrusted text cannot forge the marker",
+        (edit("bot/render/sanitize.py", '    s = s.replace("<!--", "<" + ZWSP + "!--").replace("-->", "--" + ZWSP + ">")', "    pass"),),
+        ("tests/test_props_sanitize.py",),
+    ),
+    Control(
+        "S9",
+        "only the bot's own comments count",
+        (edit("bot/github/sticky.py", '    return comment.author_type == "Bot"', "    return True"),),
+        ("tests/test_github_publish.py::test_comments_are_found_across_pages_and_forgeries_are_ignored",),
+    ),
+    Control(
+        "S10",
+        "workflow commands from measured code are fenced off",
+        (edit("bot/joblog.py", '    if os.environ.get("GITHUB_ACTIONS") != "true":', "    if True:"),),
+        ("tests/test_secrets_env.py::test_workflow_commands_printed_by_measured_code_are_fenced_off",),
+    ),
+    Control(
+        "S11",
+        "a record cannot name files outside itself",
+        (edit("collector/record.py", '            "/" not in name and "\\0" not in name and name not in ("", ".", ".."),', '            "\\0" not in name and name not in ("", ".", ".."),'),),
+        ("tests/test_security.py::test_a_record_cannot_name_files_outside_itself",),
+    ),
+    Control(
+        "S12",
+        "the PR is found from the head SHA only",
+        (edit("bot/commands/publish.py", "            target = _pr_for_sha(api, run_event.head_sha)", "            target = api.pull(run_event.pull_requests[0]) if run_event.pull_requests else _pr_for_sha(api, run_event.head_sha)"),),
+        ("tests/test_security.py::test_a_pr_number_in_the_event_is_never_used",),
+    ),
+    Control(
+        "S13",
+        "the comment must be for the measured commit",
+        (edit("bot/commands/publish.py", "    if expected and marked and marked != expected:", "    if False:"),),
+        ("tests/test_security.py::test_a_comment_rendered_for_another_commit_is_refused",),
+    ),
+    Control(
+        "S14",
+        "a start in the future cannot pin the comment",
+        (edit("bot/render/comment.py", "    if when > now + FUTURE_SLACK:", "    if False:"),),
+        ("tests/test_security.py::test_a_start_time_in_the_future_cannot_pin_the_comment",),
+    ),
+    Control(
+        "S15",
+        "an older run never overwrites a newer one",
+        (edit("bot/github/sticky.py", "    return recency(new, current_head) >= recency(old, current_head)", "    return True"),),
+        ("tests/test_github_publish.py::test_a_stale_run_does_not_overwrite_a_newer_one",),
+    ),
+    Control(
+        "S16",
+        "baselines come from the trusted ref only",
+        (edit("bot/store.py", '            if ref is not None and manifest.get("ref") != ref:', "            if False:"),),
+        ("tests/test_security.py::test_the_baseline_comes_only_from_the_trusted_ref",),
+    ),
+    Control(
+        "S17",
+        "images are pinned by digest",
+        (edit("bot/images/pinning.py", "    if not parsed.pinned:", "    if False:"),),
+        ("tests/test_images_manifest.py::test_dockerfile_scan", "tests/test_images_manifest.py::test_workflow_scan"),
+    ),
+    Control(
+        "S18",
+        "the installed framework must equal the pin",
+        (edit("collector/pins.py", '    return installed is not None and installed in (pinned, f"{pinned}+{cuda}")', "    return True"),),
+        ("tests/test_images_manifest.py::test_version_gate_is_exact",),
+    ),
+    Control(
+        "S19",
+        "containers run without a network",
+        (edit("bot/images/sandbox.py", '            "network_mode": "none",', '            "network_mode": "bridge",'),),
+        ("tests/test_images_units.py::test_sandbox_is_locked_down",),
+    ),
+]  # fmt: skip
+
+
+def _dirty() -> bool:
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return bool(out.stdout.strip())
+
+
+def check(control: Control, timeout: int) -> tuple[str, float, str]:
+    originals: dict[Path, str] = {}
+    try:
+        for file, text, replacement in control.edits:
+            path = ROOT / file
+            source = originals.setdefault(path, path.read_text())
+            current = path.read_text()
+            if current.count(text) != 1:
+                return "STALE", 0.0, f"{file}: the control's text is not found exactly once"
+            path.write_text(current.replace(text, replacement))
+            assert source  # keep the original for the restore
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+             f"--timeout={timeout}", *control.tests],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )  # fmt: skip
+        seconds = time.monotonic() - t0
+        tail = (proc.stdout.strip().splitlines() or [""])[-1]
+        return ("FAILS" if proc.returncode != 0 else "PASSES"), seconds, tail
+    finally:
+        for path, source in originals.items():
+            path.write_text(source)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("rows", nargs="*", help="rows to check (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the controls and exit")
+    parser.add_argument("--timeout", type=int, default=120, help="seconds per test")
+    parser.add_argument("--markdown", type=Path, help="also write the results as a table")
+    args = parser.parse_args(argv)
+    chosen = [c for c in CONTROLS if not args.rows or c.row in args.rows]
+    if args.list:
+        for c in chosen:
+            print(f"{c.row}\t{c.what}\t{' '.join(c.tests)}")
+        return 0
+    if _dirty():
+        print("error: the working tree has changes; commit or stash them first", file=sys.stderr)
+        return 2
+    rows = []
+    bad = 0
+    for control in chosen:
+        verdict, seconds, tail = check(control, args.timeout)
+        ok = verdict == "FAILS"
+        bad += not ok
+        print(f"{control.row:5} {verdict:7} {seconds:6.1f}s  {control.what}  [{tail}]", flush=True)
+        rows.append((control, verdict, seconds))
+    assert not _dirty(), "the tree was not restored"
+    if args.markdown:
+        lines = ["| row | control removed | tests | result |", "| --- | --- | --- | --- |"]
+        for control, verdict, _ in rows:
+            tests = "<br>".join(f"`{t}`" for t in control.tests)
+            result = "tests fail" if verdict == "FAILS" else f"**{verdict}**"
+            lines.append(f"| {control.row} | {control.what} | {tests} | {result} |")
+        args.markdown.write_text("\n".join(lines) + "\n")
+    print(f"{len(rows) - bad} of {len(rows)} controls are guarded by a failing test")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
