@@ -619,9 +619,13 @@ def _read_table(
                 actual in _ACCEPTS[kind],
                 f"{path}: column {name!r} holds {table.schema.field(name).type}, expected {kind}",
             )
-            if actual == "null":  # an all-null column: give it its type for what follows
+            if actual == "null" or (kind == "float" and actual == "int"):
+                # Give what follows one type per column: an all-null column its own, an
+                # integer column of a float field float64 (huge values lose precision, they
+                # do not fail).
                 i = table.schema.get_field_index(name)
-                table = table.set_column(i, name, table.column(name).cast(_CONCRETE[kind]))
+                column = pc.cast(table.column(name), _CONCRETE[kind], safe=False)
+                table = table.set_column(i, name, column)
     return table
 
 

@@ -191,3 +191,32 @@ def test_a_record_cannot_name_files_outside_itself(
     (run / "run.json").write_text(json.dumps(meta))
     with pytest.raises(RunRecordError, match="bad file name"):
         read_record(run)
+
+
+def test_label_text_cannot_forge_step_outputs(
+    gh: GitHubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$GITHUB_OUTPUT is read line by line by the runner: a label or branch name carrying a
+    newline and `trigger=true` (or a guessed heredoc delimiter) must not set an output."""
+    output = tmp_path / "github_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(output))
+    data = payload("pull_request.labeled")
+    hostile = "collect/x\ntrigger=true\nhead_sha=evil\nEOF\ncollectbot_0000\ntrigger=true"
+    data["label"]["name"] = hostile
+    data["pull_request"]["head"]["ref"] = "feature\ntrigger=true"
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(data))
+    result = runner.invoke(
+        app,
+        ["plan", "--event", str(event), "--event-name", "pull_request", "--out",
+         str(tmp_path / "plan.json"), "--backends", "torch"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = output.read_text().splitlines()
+    assert [ln for ln in lines if ln.startswith("trigger=")] == ["trigger=false"]
+    assert not [ln for ln in lines if ln.startswith("head_sha=") and "evil" in ln]
+    # Every multi-line value sits between its own random delimiters, on one line.
+    for i, line in enumerate(lines):
+        if "<<" in line:
+            delimiter = line.split("<<", 1)[1]
+            assert lines[i + 2] == delimiter and delimiter.startswith("collectbot_")
