@@ -96,7 +96,8 @@ def _labeled_payload(i: int) -> dict[str, Any]:
 
 
 def _api() -> RepoApi:
-    return RepoApi(connect(config_from_env(timeout=10, retries=6), REPO), REPO)
+    # A racer waits at the server for its twin: longer than that, not a timeout and a retry.
+    return RepoApi(connect(config_from_env(timeout=90, retries=6), REPO), REPO)
 
 
 def test_fifty_prs_labelled_at_once_get_one_comment_each(
@@ -136,7 +137,7 @@ def test_fifty_prs_labelled_at_once_get_one_comment_each(
     )
     # The two runs of a racing PR both list its comments before either posts: a true race.
     for i in RACING:
-        gh.hold("GET", rf"/issues/{_number(i)}/comments$", parties=2)
+        gh.hold("GET", rf"/issues/{_number(i)}/comments$", parties=2, timeout=80)
     results: dict[str, str] = {}
     errors: list[str] = []
     start = threading.Barrier(PRS + len(RACING) - len(BY_PROCESS) + 1)

@@ -70,16 +70,21 @@ class Fault:
 
 @dataclass
 class Hold:
-    """Make the first `parties` matching requests wait for each other (a forced race)."""
+    """Make the first `parties` matching requests wait for each other (a forced race): they
+    are handled only when all have arrived, and answered only when all have been handled, so
+    every one of them sees the state from before any of their clients' next requests."""
 
     method: str
     path: str
     parties: int
+    timeout: float = 10.0  # then the waiting requests go on alone (the race did not happen)
     barrier: threading.Barrier = field(init=False)
+    answered: threading.Barrier = field(init=False)
     remaining: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.barrier = threading.Barrier(self.parties, timeout=10)
+        self.barrier = threading.Barrier(self.parties, timeout=self.timeout)
+        self.answered = threading.Barrier(self.parties, timeout=self.timeout)
         self.remaining = self.parties
 
 
@@ -131,8 +136,8 @@ class GitHubServer:
         self.faults.append(fault)
         return fault
 
-    def hold(self, method: str, path: str, parties: int) -> Hold:
-        h = Hold(method, path, parties)
+    def hold(self, method: str, path: str, parties: int, timeout: float = 10.0) -> Hold:
+        h = Hold(method, path, parties, timeout)
         self.holds.append(h)
         return h
 
@@ -359,6 +364,8 @@ class _Handler(BaseHTTPRequestHandler):
         if status < 500 and (fault is None or fault.status is None or fault.status < 500):
             gh.violations += openapi().response_errors(op, status, out)
         gh.log.append(Logged(method, path, query, body, status, getattr(user, "login", None)))
+        if hold is not None:
+            hold.answered.wait()
         if fault is not None and fault.delay_after:
             time.sleep(fault.delay_after)
         self._send(status, out, headers)
