@@ -67,7 +67,7 @@ CONTROLS = [
     Control(
         "R4b",
         "an allocation refused is classified oom",
-        (edit("collector/failures.py", '    "can\'t allocate memory",\n', ""),),
+        (edit("collector/failures.py", '    "can\'t allocate memory",\n    "cannot allocate memory",\n', ""),),
         ("tests/test_fault_matrix.py::test_an_allocation_refused_by_a_memory_limit_is_an_oom_failure",),
     ),
     Control(
@@ -108,8 +108,8 @@ CONTROLS = [
     ),
     Control(
         "R8",
-        "a failed image build is one line and tags nothing",
-        (edit("bot/images/build.py", "    if error is not None or image_id is None:", "    if image_id is None:"),),
+        "a failed image build names the step and the engine's reason",
+        (edit("bot/images/build.py", '                if "error" in event or "errorDetail" in event:', "                if False:"),),
         ("tests/test_images_docker.py::test_an_image_build_failure_is_one_line_and_leaves_no_image",),
     ),
     Control(

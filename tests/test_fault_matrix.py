@@ -330,9 +330,11 @@ def test_sigterm_while_the_workers_start_ends_promptly_in_one_line(tmp_path: Pat
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     workers: list[int] = []
-    while time.monotonic() < deadline and not workers:
+    # Wait until a worker ignores SIGTERM (it has entered worker_main and is importing the
+    # framework): from then on only the coordinator can end it.
+    while time.monotonic() < deadline and not any(_ignores_sigterm(p) for p in workers):
         workers = [p for p in _children(proc.pid) if b"spawn_main" in _cmdline(p)]
-        time.sleep(0.01)
+        time.sleep(0.005)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
@@ -345,6 +347,15 @@ def test_sigterm_while_the_workers_start_ends_promptly_in_one_line(tmp_path: Pat
     time.sleep(1.0)
     left = [pid for pid in workers if _alive(pid)]
     assert not left, f"workers left behind: {left}"  # they would hold the GPU
+
+
+def _ignores_sigterm(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    ignored = next(line for line in status.splitlines() if line.startswith("SigIgn:"))
+    return bool(int(ignored.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
 
 
 def _cmdline(pid: int) -> bytes:
