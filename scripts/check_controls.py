@@ -299,6 +299,18 @@ CONTROLS = [
         (edit("bot/images/sandbox.py", '            "network_mode": "none",', '            "network_mode": "bridge",'),),
         ("tests/test_images_units.py::test_sandbox_is_locked_down",),
     ),
+    Control(
+        "S20",
+        "step outputs are one line each",
+        (edit("bot/commands/plan.py", '    return value.replace("\\r", " ").replace("\\n", " ")', "    return value"),),
+        ("tests/test_security.py::test_label_text_cannot_forge_step_outputs",),
+    ),
+    Control(
+        "S21",
+        "the image tag hashes every file that goes in",
+        (edit("bot/images/context.py", '        digest.update(f"file {name} {hashlib.sha256(files[name]).hexdigest()}\\n".encode())', "        pass"),),
+        ("tests/test_images_units.py::test_content_hash_covers_exactly_what_goes_in",),
+    ),
 ]  # fmt: skip
 
 
