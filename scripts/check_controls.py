@@ -175,6 +175,12 @@ CONTROLS = [
         ("tests/test_fault_matrix.py::test_a_lost_shard_is_red_coverage_not_a_quiet_pass",),
     ),
     Control(
+        "R18b",
+        "a merge with a missing shard is partial",
+        (edit("bot/merge.py", '    elif missing or any(s != "complete" for s in statuses):', '    elif any(s != "complete" for s in statuses):'),),
+        ("tests/test_merge.py::test_a_missing_shard_is_partial_and_its_cases_count_against_coverage",),
+    ),
+    Control(
         "R19",
         "racing publishers converge on one comment",
         (edit("bot/github/sticky.py", "        slot = [o for o in ours(api.comments(number), bot_login) if in_slot(o.marker, marker)]\n        if all(", "        slot = []\n        if all("),),

@@ -4,19 +4,17 @@ The workflows (issue 8) carry the rest of the controls: which job holds which to
 code each job checks out. What the bot itself must refuse is tested here: a crafted record
 pinning its comment with a start time in the future, a rendered comment aimed at another
 commit, a PR number smuggled into an event, a baseline slipped into the store under a PR's
-ref, and actions or images not pinned by digest.
+ref, a record naming files outside itself, and step outputs forged by label text.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from bot.cli import app
@@ -126,52 +124,6 @@ def test_the_baseline_comes_only_from_the_trusted_ref(
     data = json.loads((out / "comparison.json").read_text())
     assert data["baseline"]["run_id"] == "main-run"
     assert data["verdict"]["level"] == "green"  # against the forged 0.5 ms it would be red
-
-
-def _uses(path: Path) -> list[str]:
-    found: list[str] = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "uses" and isinstance(value, str):
-                    found.append(value)
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(yaml.safe_load(path.read_text()))
-    return found
-
-
-PINNED_ACTION = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
-
-
-def test_every_remote_action_is_pinned_by_commit_sha() -> None:
-    """A tag can be moved to other code; a commit SHA cannot (supply chain of actions)."""
-    files = sorted((ROOT / ".github").rglob("*.y*ml")) if (ROOT / ".github").is_dir() else []
-    for path in files:
-        for ref in _uses(path):
-            if ref.startswith("./"):
-                continue  # this repository's own actions, at the checked-out commit
-            if ref.startswith("docker://"):
-                assert "@sha256:" in ref, f"{path}: {ref} is not pinned by digest"
-                continue
-            assert PINNED_ACTION.match(ref), f"{path}: {ref} is not pinned to a commit SHA"
-
-
-@pytest.mark.parametrize(
-    "ref",
-    ["actions/checkout@v4", "actions/checkout@main", "actions/checkout@08eba0b", "docker://x:1"],
-)
-def test_the_pinning_rule_rejects_movable_refs(tmp_path: Path, ref: str) -> None:
-    workflow = tmp_path / "w.yml"
-    workflow.write_text(yaml.safe_dump({"jobs": {"a": {"steps": [{"uses": ref}]}}}))
-    [found] = _uses(workflow)
-    assert not PINNED_ACTION.match(found) and not (
-        found.startswith("docker://") and "@sha256:" in found
-    )
 
 
 @pytest.mark.parametrize("name", ["../outside.json", "sub/../../outside.json", "/etc/hostname"])
