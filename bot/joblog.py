@@ -6,8 +6,10 @@ GitHub adds later. A pull request's code prints through `collect` (its kernels, 
 collector, its container) and through `image build` (its Dockerfile's steps). So while such
 output flows, workflow commands are switched off with `::stop-commands::<token>`, the token
 random and printed only by this process, and switched back on with `::<token>::` afterwards,
-as GitHub's documentation prescribes. Outside Actions (`GITHUB_ACTIONS` unset) nothing is
-printed.
+as GitHub's documentation prescribes. The runner reads commands from stdout and stderr
+alike; the fence goes to stderr, so stdout keeps only the command's result (workflows capture
+it: `ref=$(collectbot image ensure ...)`). Outside Actions (`GITHUB_ACTIONS` unset) nothing
+is printed.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ def workflow_commands_off() -> Iterator[str | None]:
         yield None
         return
     token = secrets.token_hex(16)
-    sys.stderr.flush()
-    print(f"::stop-commands::{token}", flush=True)
+    sys.stdout.flush()
+    print(f"::stop-commands::{token}", file=sys.stderr, flush=True)
     try:
         yield token
     finally:
-        sys.stderr.flush()
-        print(f"::{token}::", flush=True)
+        sys.stdout.flush()
+        print(f"::{token}::", file=sys.stderr, flush=True)

@@ -229,4 +229,11 @@ def test_workflow_commands_printed_by_measured_code_are_fenced_off(tmp_path: Pat
         assert all(first < i < last for i in commands[1:-1])  # ...inside the fence
         assert lines[-1] == str(out)  # the command's own result comes after it
         tokens.append(token)
+    # The fence is on stderr: stdout keeps only the result, for `$(collectbot ...)`.
+    plain = {**os.environ, "GITHUB_ACTIONS": "true"}  # no printing worker this time
+    alone = subprocess.run([*cmd[:5], str(tmp_path / "run-alone"), *cmd[6:]], capture_output=True,
+                           text=True, env=plain, timeout=120)  # fmt: skip
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stdout.strip().splitlines() == [str(tmp_path / "run-alone")]
+    assert "::stop-commands::" in alone.stderr
     assert tokens[0] != tokens[1]
