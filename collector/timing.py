@@ -2,7 +2,10 @@
 
 On CUDA a sample is one replay of a CUDA graph holding `inner` calls over rotated buffers,
 timed by one event pair, followed by idle time as long as the sample (it keeps the SM clock
-up: DESIGN.md section 6). On a CPU a sample is `inner` calls timed by a monotonic clock.
+up: DESIGN.md section 6). A short spin kernel is queued before the start event, so the graph
+is already submitted when the GPU reaches it: without it the host's launch latency lands
+inside the sample, and as `inner` differs between runs, so does that share (a few % of a
+5-20 us kernel on the H200). On a CPU a sample is `inner` calls timed by a monotonic clock.
 """
 
 from __future__ import annotations
@@ -22,9 +25,13 @@ class Protocol:
     runs: int = 6
     samples: int = 8
     warmup: int = 3
-    # Calls per sample are chosen so that a sample lasts about this long.
+    # Calls per sample are chosen so that a sample lasts about this long (rounded up to a
+    # power of two, so that runs and collections of one case mostly get the same count).
     target_sample_ms: float = 1.0
-    max_inner: int = 200
+    max_inner: int = 256
+    # CUDA: spin this long before each timed region so that launches are queued before the
+    # clock starts (0 disables it, the protocol before 2026-11-30).
+    launch_block_us: float = 100.0
     # Idle time after each sample, as a multiple of the sample's duration.
     idle_ratio: float = 1.0
     use_graphs: bool = True
@@ -83,9 +90,11 @@ def precise_enough(samples: list[float], protocol: Protocol) -> bool:
 
 
 def choose_inner(pilot_ms: float, protocol: Protocol) -> int:
+    """Calls per sample: enough for `target_sample_ms`, rounded up to a power of two."""
     if pilot_ms <= 0:
         return protocol.max_inner
-    return max(1, min(protocol.max_inner, math.ceil(protocol.target_sample_ms / pilot_ms)))
+    wanted = max(1, math.ceil(protocol.target_sample_ms / pilot_ms))
+    return min(protocol.max_inner, 1 << (wanted - 1).bit_length())
 
 
 def _spin(clock: Callable[[], int], ns: int) -> None:
@@ -128,6 +137,12 @@ def measure_cpu(prepared: Prepared, protocol: Protocol, slowdown: Slowdown | Non
     return RunSamples(samples, [None] * n, [None] * n, [False] * n, inner, mode)
 
 
+def _nominal_hz(torch: Any) -> float:
+    """The SM clock when NVML cannot say: the device's rated clock, else 2 GHz."""
+    rate_khz = getattr(torch.cuda.get_device_properties(0), "clock_rate", 0)
+    return float(rate_khz) * 1e3 if rate_khz else 2e9
+
+
 def measure_cuda(
     prepared: Prepared,
     protocol: Protocol,
@@ -145,19 +160,26 @@ def measure_cuda(
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
 
-    # Pilot: one eager call, only to size the graph.
+    sm = clocks.read().sm_mhz
+    hz = sm * 1e6 if sm else _nominal_hz(torch)
+    block_cycles = int(protocol.launch_block_us * 1e-6 * hz)
+
+    def block() -> None:
+        if block_cycles > 0:
+            torch.cuda._sleep(block_cycles)
+
+    # Pilot: three eager calls behind the spin, only to size the graph.
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    block()
     start.record()
-    call(0)
+    for i in range(3):
+        call(i)
     end.record()
     end.synchronize()
-    pilot_ms = float(start.elapsed_time(end))
+    pilot_ms = float(start.elapsed_time(end)) / 3
     inner = choose_inner(pilot_ms, protocol)
     sleep_cycles = 0
     if slowdown is not None:
-        rate_khz = torch.cuda.clock_rate() * 1000 if hasattr(torch.cuda, "clock_rate") else 0
-        sm = clocks.read().sm_mhz
-        hz = sm * 1e6 if sm else rate_khz * 1e3
         sleep_cycles = int((slowdown.factor - 1.0) * pilot_ms / 1e3 * hz)
 
     def body() -> None:
@@ -183,6 +205,7 @@ def measure_cuda(
     power: list[float | None] = []
     throttled: list[bool] = []
     for _ in range(protocol.samples):
+        block()
         start.record()
         replay()
         end.record()

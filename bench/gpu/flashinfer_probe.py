@@ -26,7 +26,7 @@ def latency_us(fn: Callable[[], Any], graph: bool) -> float:
     torch.cuda.synchronize()
     if graph:
         g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
+        s = torch.cuda.Stream()  # type: ignore[no-untyped-call]
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
             fn()
@@ -38,13 +38,14 @@ def latency_us(fn: Callable[[], Any], graph: bool) -> float:
         step = fn
     for _ in range(10):
         step()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     start.record()
     for _ in range(50):
         step()
     end.record()
     torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1000 / 50
+    return float(start.elapsed_time(end)) * 1000 / 50
 
 
 def paged(batch: int, kv_len: int, page: int, kv_heads: int, hd: int, dtype: torch.dtype) -> Any:
@@ -68,7 +69,7 @@ def main() -> None:
         try:
             rec.update(fn())
             rec["ok"] = True
-        except BaseException as exc:  # noqa: BLE001 - a probe records every failure
+        except BaseException as exc:
             rec["ok"] = False
             rec["error"] = f"{type(exc).__name__}: {exc}"[:2000]
             rec["trace"] = traceback.format_exc()[-3000:]
@@ -99,26 +100,53 @@ def main() -> None:
             batch, kv_len = 8, 2048
             indptr, indices, last, cache = paged(batch, kv_len, page, kvh, hd, kv_dtype)
             w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
-            w.plan(indptr, indices, last, qh, kvh, hd, page, pos_encoding_mode="NONE",
-                   q_data_type=torch.bfloat16, kv_data_type=kv_dtype)
+            w.plan(
+                indptr,
+                indices,
+                last,
+                qh,
+                kvh,
+                hd,
+                page,
+                pos_encoding_mode="NONE",
+                q_data_type=torch.bfloat16,
+                kv_data_type=kv_dtype,
+            )
             q = torch.randn(batch, qh, hd, device="cuda", dtype=torch.bfloat16)
             eager = latency_us(lambda: w.run(q, cache), graph=False)
             graphed = latency_us(lambda: w.run(q, cache), graph=True)
-            return {"eager_us": eager, "graph_us": graphed,
-                    "wrapper_backend": getattr(w, "_backend", None)}
+            return {
+                "eager_us": eager,
+                "graph_us": graphed,
+                "wrapper_backend": getattr(w, "_backend", None),
+            }
 
         def prefill(kv_dtype: torch.dtype = kv_dtype) -> dict[str, Any]:
             batch, seq = 2, 1024
             indptr, indices, last, cache = paged(batch, seq, page, kvh, hd, kv_dtype)
             qo_indptr = torch.arange(0, batch + 1, dtype=torch.int32, device="cuda") * seq
             w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend="auto")
-            w.plan(qo_indptr, indptr, indices, last, qh, kvh, hd, page, causal=True,
-                   q_data_type=torch.bfloat16, kv_data_type=kv_dtype)
+            w.plan(
+                qo_indptr,
+                indptr,
+                indices,
+                last,
+                qh,
+                kvh,
+                hd,
+                page,
+                causal=True,
+                q_data_type=torch.bfloat16,
+                kv_data_type=kv_dtype,
+            )
             q = torch.randn(batch * seq, qh, hd, device="cuda", dtype=torch.bfloat16)
             eager = latency_us(lambda: w.run(q, cache), graph=False)
             graphed = latency_us(lambda: w.run(q, cache), graph=True)
-            return {"eager_us": eager, "graph_us": graphed,
-                    "wrapper_backend": getattr(w, "_backend", None)}
+            return {
+                "eager_us": eager,
+                "graph_us": graphed,
+                "wrapper_backend": getattr(w, "_backend", None),
+            }
 
         step(f"decode_{tag}", decode)
         step(f"prefill_{tag}", prefill)
@@ -133,7 +161,7 @@ def main() -> None:
             try:
                 fn = lambda b=backend: flashinfer.mm_bf16(a, w.t(), backend=b)  # noqa: E731
                 out[backend] = latency_us(fn, graph=True)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 out[backend] = f"{type(exc).__name__}: {exc}"[:400]
         return out
 
@@ -147,7 +175,7 @@ def main() -> None:
             try:
                 fn = lambda be=backend: flashinfer.bmm_fp8(a, b, sa, sb, torch.bfloat16, backend=be)  # noqa: E731
                 out[backend] = latency_us(fn, graph=True)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 out[backend] = f"{type(exc).__name__}: {exc}"[:400]
         return out
 
@@ -163,7 +191,7 @@ def main() -> None:
         out["bf16_act"] = latency_us(lambda: fp8_blockscale_gemm_sm90(a, w, None, ws_), True)
         try:
             out["fp8_act"] = latency_us(lambda: fp8_blockscale_gemm_sm90(a8, w, sa, ws_), True)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out["fp8_act"] = f"{type(exc).__name__}: {exc}"[:400]
         return out
 

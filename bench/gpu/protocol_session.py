@@ -71,7 +71,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--minutes", type=float, default=8.0)
     parser.add_argument("--device", default="cuda:0")
-    parser.add_argument("--adaptive-cap", type=int, default=12)
+    # Adaptive stopping never takes more runs than the default protocol (6).
+    parser.add_argument("--adaptive-cap", type=int, default=6)
     parser.add_argument("--no-canary", action="store_true")
     parser.add_argument("--case-set", default="default")
     args = parser.parse_args()
