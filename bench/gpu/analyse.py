@@ -15,15 +15,33 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from bot.compare.comparison import compare_records
+from bot.compare.comparison import Comparison, compare_runs
 from collector.caseplan import Case, CaseSelector
 from collector.record import RunRecord, read_record
 
 from .protocol_session import CANARY
 
 
-def _flags(result: dict[str, Any]) -> dict[str, Any]:
-    cases = result["latency"]["cases"]
+def _case_rows(cmp: Comparison) -> list[dict[str, Any]]:
+    """Every matched case (comparison.json lists only the top changes; the table has all)."""
+    table = cmp.cases
+    names = ("key", "op", "ratio", "verdict", "base_ms", "base_runs")
+    rows: list[dict[str, Any]] = []
+    for i in range(len(table)):
+        row = {name: table[name][i] for name in names}
+        params = {}
+        for name, values in table.fields:
+            value = values[i]
+            if value is not None and not (isinstance(value, float) and np.isnan(value)):
+                params[name] = value.item() if hasattr(value, "item") else value
+        row["params"] = params
+        rows.append(row)
+    return rows
+
+
+def _flags(cmp: Comparison) -> dict[str, Any]:
+    result = cmp.data
+    cases = _case_rows(cmp)
     diffs = np.array([abs(c["ratio"] - 1.0) for c in cases])
     verdicts: dict[str, int] = {}
     for c in cases:
@@ -55,11 +73,11 @@ def _flags(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _canary(result: dict[str, Any]) -> dict[str, Any]:
+def _canary(cmp: Comparison) -> dict[str, Any]:
     selector = CaseSelector.parse(CANARY)
     slowed: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
-    for c in result["latency"]["cases"]:
+    for c in _case_rows(cmp):
         case = Case.build(c["op"], c["params"])
         (slowed if selector.matches(case) else others).append(c)
     return {
@@ -160,7 +178,7 @@ def main() -> None:
     a, b = read_record(args.session / "A"), read_record(args.session / "B")
     report: dict[str, Any] = {
         "device": a.meta["device"].get("name"),
-        "aa": _flags(compare_records(a, b)),
+        "aa": _flags(compare_runs(a, b)),
         "cost": {"A": _cost(a), "B": _cost(b)},
         "realism": _realism(a, args.aic_dir),
         "throttled_rows": int(
@@ -173,7 +191,7 @@ def main() -> None:
     }
     if (args.session / "C").exists():
         c = read_record(args.session / "C")
-        report["canary"] = _canary(compare_records(a, c))
+        report["canary"] = _canary(compare_runs(a, c))
     print(json.dumps(report, indent=1, default=str))
 
 
