@@ -16,6 +16,7 @@ Prints the robust CV and range of the run medians per variant.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
@@ -80,6 +81,10 @@ def prep(dtype: str, m: int, n: int, k: int, copies: int, offsets: bool, seed: i
     return Prepared(call=call, copies=copies, kernel_source="probe")
 
 
+def _current(backend: TorchBackend, case: Case, l2: int, run: int) -> Prepared:
+    return backend.prepare(case, DEV, l2)
+
+
 def rcv(values: list[float]) -> float:
     med = statistics.median(values)
     return 1.4826 * statistics.median([abs(v - med) for v in values]) / med
@@ -98,9 +103,9 @@ def main() -> None:
         case = Case.build("gemm", {"gemm_dtype": dtype, "m": m, "n": n, "k": k})
         copies = rotation_copies(n * k * (1 if dtype == "fp8" else 2), l2)
         variants: dict[str, Callable[[int], Prepared]] = {
-            "current": lambda run, c=case: backend.prepare(c, DEV, l2),
-            "offsets": lambda run, s=(dtype, m, n, k, copies): prep(*s, True, run),
-            "copies24": lambda run, s=(dtype, m, n, k, 24): prep(*s, False, run),
+            "current": functools.partial(_current, backend, case, l2),
+            "offsets": functools.partial(prep, dtype, m, n, k, copies, True),
+            "copies24": functools.partial(prep, dtype, m, n, k, 24, False),
         }
         medians: dict[str, list[float]] = {v: [] for v in variants}
         for run in range(RUNS):
