@@ -40,7 +40,9 @@ class Protocol:
     cooldown_s: float = 2.0
     # Adaptive stopping: after `min_runs`, a case leaves play once the relative half-width
     # of its 95% interval (over per-run medians) is at most `target_ci`. 0 disables it.
-    min_runs: int = 3
+    # At least 5: with 3 runs a side the comparison's interval over run medians is too
+    # narrow (an H200 A/A flagged 2.2% of unchanged cases; docs/benchmarks.md, session 3).
+    min_runs: int = 5
     target_ci: float = 0.0
     # With adaptive stopping, a run may also stop sampling after this many samples once its
     # median is known to better than half the target (0: always take `samples`).

@@ -102,8 +102,13 @@ def collect(
         ),
     ] = 0.0,
     min_runs: Annotated[
-        int, typer.Option(min=2, help="Adaptive stopping: runs every case gets first.")
-    ] = 3,
+        int,
+        typer.Option(
+            min=2,
+            help="Adaptive stopping: runs every case gets first (below 5 the comparison's "
+            "intervals get too narrow: see docs/benchmarks.md).",
+        ),
+    ] = 5,
     max_redos: Annotated[
         int, typer.Option(min=0, help="Redo a run this many times at most when the GPU throttled.")
     ] = 2,
