@@ -59,6 +59,41 @@ def expected_version(framework: str) -> Expected | None:
     return Expected(pins.version, f"{path} frameworks.{framework}.version", pins.cuda)
 
 
+def expected_flashinfer_version() -> Expected | None:
+    """The FlashInfer version a `flashinfer` collection must run against.
+
+    FlashInfer is pinned beside a framework (the manifest's `flashinfer` field of each
+    entry; vLLM 0.24.0 pins 0.6.12), so, in order: the explicit override; an image's pins
+    (its `flashinfer` field); a `frameworks.flashinfer` manifest entry if one exists; else
+    the `flashinfer` field the manifest's entries agree on. Entries that pin different
+    FlashInfer versions are ambiguous: an error that asks for --framework-version.
+    """
+    override = os.environ.get(EXPECTED_VERSION_ENV, "").strip()
+    if override:
+        return Expected(override, f"${EXPECTED_VERSION_ENV}")
+    image = load_image_pins()
+    if image is not None:
+        return Expected(image.flashinfer, f"{IMAGE_PINS_PATH} flashinfer")
+    path = default_manifest_path()
+    if not path.exists():
+        return None
+    manifest = load_manifest(path)
+    own = manifest.frameworks.get("flashinfer")
+    if own is not None:
+        return Expected(own.version, f"{path} frameworks.flashinfer.version")
+    pins = {name: entry.flashinfer for name, entry in sorted(manifest.frameworks.items())}
+    if not pins:
+        return None
+    if len(set(pins.values())) > 1:
+        listed = ", ".join(f"frameworks.{n}.flashinfer={v}" for n, v in pins.items())
+        raise UserError(
+            f"{path}: the frameworks pin different FlashInfer versions ({listed}); "
+            "pass --framework-version to choose one"
+        )
+    name, version = next(iter(pins.items()))
+    return Expected(version, f"{path} frameworks.{name}.flashinfer")
+
+
 def installed_version(distribution: str) -> str | None:
     """The installed distribution's version from its metadata, without importing it."""
     try:

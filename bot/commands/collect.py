@@ -40,7 +40,10 @@ def collect(
         typer.Option("--out", help="Run record directory to write (new or empty)."),
     ] = None,
     backend: Annotated[
-        str, typer.Option(help="Backend that builds and dispatches the kernels (torch, ...).")
+        str,
+        typer.Option(
+            help="Backend that builds and dispatches the kernels: torch, flashinfer or vllm."
+        ),
     ] = "torch",
     ops: Annotated[
         str,

@@ -32,15 +32,36 @@ def _vllm(**options: Any) -> Backend:
     return VllmBackend()
 
 
+def _flashinfer(**options: Any) -> Backend:
+    # Imports FlashInfer (no kernel is compiled yet); missing or broken: an ImportError,
+    # recorded as `backend_unavailable` for every case.
+    from collector.backends.flashinfer_backend import FlashinferBackend
+
+    return FlashinferBackend()
+
+
 def _preflight_vllm() -> None:
     from collector.backends.vllm_backend import check_installed_version
 
     check_installed_version()
 
 
-_FACTORIES: dict[str, Callable[..., Backend]] = {"torch": _torch, "vllm": _vllm}
+def _preflight_flashinfer() -> None:
+    from collector.backends.flashinfer_backend import preflight as check
+
+    check()
+
+
+_FACTORIES: dict[str, Callable[..., Backend]] = {
+    "torch": _torch,
+    "flashinfer": _flashinfer,
+    "vllm": _vllm,
+}
 # Cheap checks run once, before a run directory or a worker exists (no framework import).
-_PREFLIGHT: dict[str, Callable[[], None]] = {"vllm": _preflight_vllm}
+_PREFLIGHT: dict[str, Callable[[], None]] = {
+    "flashinfer": _preflight_flashinfer,
+    "vllm": _preflight_vllm,
+}
 BACKEND_NAMES = tuple(sorted(_FACTORIES))
 
 
