@@ -30,8 +30,8 @@ from collector.backends.flashinfer_backend import (
     check_installed_version,
     require_cuda,
 )
-from collector.backends.flashinfer_support import PAGE_SIZE_ENV
-from collector.caseplan import Case
+from collector.backends.flashinfer_support import PAGE_SIZE_ENV, SM90_SWAP_AB_M_THRESHOLD
+from collector.caseplan import Case, build_plan
 from collector.errors import UserError
 from collector.failures import BACKEND_UNAVAILABLE, UNSUPPORTED, classify_exception
 from collector.record import read_record
@@ -377,3 +377,20 @@ def test_cli_wrong_version_stops_before_collecting(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "installed but does not import" in proc.stderr
     assert {f["classification"] for f in _failures(out)} == {BACKEND_UNAVAILABLE}
+
+
+def test_flashinfer_case_set_fits_one_gpu_session() -> None:
+    """The H200 set: every op and dtype, both SM90 block-FP8 leaves, only the attention
+    JIT variants the carried cache holds, and only shapes the default set also has."""
+    ops = ("gemm", "context_attention", "generation_attention")
+    plan = build_plan(ops, case_set="flashinfer")
+    assert plan.count_by_op() == {"gemm": 72, "context_attention": 36, "generation_attention": 24}
+    default = {c.key for c in build_plan(ops).cases}
+    assert {c.key for c in plan.cases} <= default
+    gemm = [c.params for c in plan.cases if c.op == "gemm"]
+    assert {p["gemm_dtype"] for p in gemm} == {"bfloat16", "fp8", "fp8_block"}
+    block = [p for p in gemm if p["gemm_dtype"] == "fp8_block"]
+    assert {p["m"] < SM90_SWAP_AB_M_THRESHOLD for p in block} == {True, False}
+    attention = [c.params for c in plan.cases if c.op != "gemm"]
+    variants = {(p["head_dim"], p["kv_cache_dtype"], p["window_size"]) for p in attention}
+    assert variants == {(128, "bfloat16", 0), (128, "fp8", 0)}
