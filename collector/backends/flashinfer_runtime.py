@@ -2,9 +2,9 @@
 
 Importing this module imports FlashInfer (a few seconds; no kernel is compiled yet). The
 runtime holds what every case shares: the device and its compute capability, and the
-128 MB float workspace the attention wrappers plan into (zeroed once, as FlashInfer asks
-before its first use). Kernels are JIT-compiled by FlashInfer at the first `plan` or call
-of a variant and cached on disk (~/.cache/flashinfer) and in the process.
+394 MiB float workspace (vLLM's size) the attention wrappers plan into (zeroed once, as
+FlashInfer asks before its first use). Kernels are JIT-compiled by FlashInfer at the first
+`plan` or call of a variant and cached on disk (~/.cache/flashinfer) and in the process.
 """
 
 from __future__ import annotations

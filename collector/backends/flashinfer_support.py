@@ -28,8 +28,10 @@ import torch
 # default on CUDA use 16 tokens per page; any positive size is accepted.
 PAGE_SIZE_ENV = "COLLECTBOT_FLASHINFER_PAGE_SIZE"
 DEFAULT_PAGE_SIZE = 16
-# The float workspace of the attention wrappers: FlashInfer's docstrings recommend 128 MB.
-WORKSPACE_BYTES = 128 * 1024 * 1024
+# The float workspace of the attention wrappers. FlashInfer's docstrings suggest 128 MB, but
+# on the H200 a split-KV fp8 prefill with 64 query heads overflowed it (docs/benchmarks.md);
+# vLLM 0.24.0 gives FlashInfer 394 MiB (VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE), and so do we.
+WORKSPACE_BYTES = 394 * 1024 * 1024
 # DeepSeek-style block scaling: 1x128 activation groups, 128x128 weight blocks.
 FP8_BLOCK = 128
 # flashinfer/data/csrc/nv_internal/.../fp8_blockscale_gemm_kernel.cuh, `gemm_dispatch`:
