@@ -13,28 +13,26 @@ when the device is known (`vllm_runtime`).
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from collector.backends import framework_backend
 from collector.backends.base import Prepared
+from collector.backends.framework_backend import (
+    FRAMEWORK_OPS,
+    BackendUnavailable,
+    FrameworkBackend,
+    VersionOf,
+)
 from collector.caseplan import Case
-from collector.errors import UserError
 from collector.versions import installed_version, require_pin
 
 DISTRIBUTION = "vllm"
-OPS = frozenset({"gemm", "context_attention", "generation_attention"})
+OPS = FRAMEWORK_OPS
 INSTALL_HINT = (
     "install the pinned wheel bundle (collectbot bundle; README, 'Offline GPU runners') "
     "or pip install vllm==<pin>"
 )
-
-VersionOf = Callable[[str], "str | None"]
-
-
-class BackendUnavailable(ImportError):
-    """The framework cannot be used in this process; classified `backend_unavailable`."""
 
 
 def check_installed_version(version_of: VersionOf = installed_version) -> str | None:
@@ -46,66 +44,32 @@ def check_installed_version(version_of: VersionOf = installed_version) -> str | 
 
 
 def require_cuda(device: str) -> None:
-    if not device.startswith("cuda"):
-        raise NotImplementedError(f"the vllm backend needs a CUDA device, got {device!r}")
+    framework_backend.require_cuda("vllm", device)
 
 
-def _import_runtime() -> ModuleType:
-    from collector.backends import vllm_runtime
-
-    return vllm_runtime
-
-
-class VllmBackend:
+class VllmBackend(FrameworkBackend):
     name = "vllm"
     framework = "vllm"
+    label = "vLLM"
+    distribution = DISTRIBUTION
+    install_hint = INSTALL_HINT
 
-    def __init__(
-        self,
-        version_of: VersionOf = installed_version,
-        import_runtime: Callable[[], ModuleType] = _import_runtime,
-    ) -> None:
-        installed = check_installed_version(version_of)
-        if installed is None:
-            raise BackendUnavailable(
-                f"vLLM not installed: no '{DISTRIBUTION}' distribution is visible to "
-                f"{sys.executable}; {INSTALL_HINT}"
-            )
-        self._installed = installed
-        try:
-            self._module = import_runtime()
-        except ImportError as exc:
-            raise BackendUnavailable(
-                f"vLLM {installed} is installed but does not import: {type(exc).__name__}: {exc}"
-            ) from exc
-        self._runtime: Any = None
+    def check_version(self, version_of: VersionOf) -> str | None:
+        return check_installed_version(version_of)
 
-    def framework_version(self) -> str:
-        return self._installed
+    def import_runtime(self) -> ModuleType:
+        from collector.backends import vllm_runtime
 
-    def supported_ops(self) -> frozenset[str]:
-        return OPS
+        return vllm_runtime
 
-    def _load(self, device: str) -> Any:
-        require_cuda(device)
-        if self._runtime is None:
-            runtime = self._module.runtime(device)
-            if runtime.version != self._installed:
-                raise UserError(
-                    f"vllm imports as {runtime.version} but its metadata says "
-                    f"{self._installed}: two installs shadow each other on sys.path"
-                )
-            self._runtime = runtime
-        return self._runtime
-
-    def prepare(self, case: Case, device: str, l2_bytes: int) -> Prepared:
-        if case.op not in OPS:
-            raise NotImplementedError(f"the vllm backend does not implement op {case.op!r}")
-        rt = self._load(device)
+    def prepare_with(self, runtime: Any, case: Case, l2_bytes: int) -> Prepared:
         if case.op == "gemm":
             from collector.backends.vllm_gemm import prepare_gemm
 
-            return prepare_gemm(rt, case.params, l2_bytes)
+            return prepare_gemm(runtime, case.params, l2_bytes)
         from collector.backends.vllm_attention import prepare_attention
 
-        return prepare_attention(rt, case.op, case.params)
+        return prepare_attention(runtime, case.op, case.params)
+
+
+__all__ = ["OPS", "BackendUnavailable", "VllmBackend", "check_installed_version", "require_cuda"]

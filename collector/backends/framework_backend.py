@@ -1,0 +1,96 @@
+"""What the framework-backed backends (vllm, flashinfer) share.
+
+Each is built in a worker: the framework must be installed, pass its version gate and
+import; otherwise `BackendUnavailable`, an ImportError, which the engine records as
+`backend_unavailable` for every planned case. The framework's CUDA-side runtime is set up
+on the first prepared case, when the device is known, and checked against the metadata
+(two installs shadowing each other on sys.path would time the wrong version).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, ClassVar
+
+from collector.backends.base import Prepared
+from collector.caseplan import Case
+from collector.errors import UserError
+from collector.versions import installed_version
+
+VersionOf = Callable[[str], "str | None"]
+FRAMEWORK_OPS = frozenset({"gemm", "context_attention", "generation_attention"})
+
+
+class BackendUnavailable(ImportError):
+    """The framework cannot be used in this process; classified `backend_unavailable`."""
+
+
+def require_cuda(backend: str, device: str) -> None:
+    if not device.startswith("cuda"):
+        raise NotImplementedError(f"the {backend} backend needs a CUDA device, got {device!r}")
+
+
+class FrameworkBackend:
+    name: str
+    framework: str
+    label: ClassVar[str]  # the framework's name in messages, e.g. "vLLM"
+    distribution: ClassVar[str]
+    install_hint: ClassVar[str]
+
+    def __init__(
+        self,
+        version_of: VersionOf = installed_version,
+        import_runtime: Callable[[], ModuleType] | None = None,
+    ) -> None:
+        installed = self.check_version(version_of)
+        if installed is None:
+            raise BackendUnavailable(
+                f"{self.label} not installed: no '{self.distribution}' distribution is visible "
+                f"to {sys.executable}; {self.install_hint}"
+            )
+        self._installed = installed
+        try:
+            self._module = (import_runtime or self.import_runtime)()
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"{self.label} {installed} is installed but does not import: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        self._runtime: Any = None
+
+    # What each framework defines.
+    def check_version(self, version_of: VersionOf) -> str | None:
+        """The version gate; the installed version, or None when not installed."""
+        raise NotImplementedError
+
+    def import_runtime(self) -> ModuleType:
+        raise NotImplementedError
+
+    def prepare_with(self, runtime: Any, case: Case, l2_bytes: int) -> Prepared:
+        raise NotImplementedError
+
+    # The shared part.
+    def framework_version(self) -> str:
+        return self._installed
+
+    def supported_ops(self) -> frozenset[str]:
+        return FRAMEWORK_OPS
+
+    def _load(self, device: str) -> Any:
+        require_cuda(self.name, device)
+        if self._runtime is None:
+            runtime = self._module.runtime(device)
+            if runtime.version != self._installed:
+                raise UserError(
+                    f"{self.name} imports as {runtime.version} but its metadata says "
+                    f"{self._installed}: two installs shadow each other on sys.path"
+                )
+            self._runtime = runtime
+        return self._runtime
+
+    def prepare(self, case: Case, device: str, l2_bytes: int) -> Prepared:
+        if case.op not in FRAMEWORK_OPS:
+            raise NotImplementedError(f"the {self.name} backend does not implement op {case.op!r}")
+        return self.prepare_with(self._load(device), case, l2_bytes)
