@@ -141,7 +141,8 @@ def measure_cpu(prepared: Prepared, protocol: Protocol, slowdown: Slowdown | Non
 
 def _nominal_hz(torch: Any) -> float:
     """The SM clock when NVML cannot say: the device's rated clock, else 2 GHz."""
-    rate_khz = getattr(torch.cuda.get_device_properties(0), "clock_rate", 0)
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    rate_khz = getattr(props, "clock_rate", 0)
     return float(rate_khz) * 1e3 if rate_khz else 2e9
 
 
