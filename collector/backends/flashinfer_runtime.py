@@ -19,6 +19,7 @@ from flashinfer.autotuner import AutoTuner
 from flashinfer.utils import BackendSupportedError
 
 from collector.backends.flashinfer_support import WORKSPACE_BYTES, unsupported_message
+from collector.backends.framework_backend import PerProcess
 
 T = TypeVar("T")
 
@@ -84,17 +85,9 @@ def observe_dispatch() -> Iterator[list[str]]:
             tuner.choose_one = own
 
 
-_RUNTIME: FlashinferRuntime | None = None
+_RUNTIME = PerProcess("FlashInfer", FlashinferRuntime)
 
 
 def runtime(device: str) -> FlashinferRuntime:
-    """The process's runtime; one device per process, as the engine's workers have."""
-    global _RUNTIME
-    if _RUNTIME is None:
-        _RUNTIME = FlashinferRuntime(device)
-    requested = torch.device(device).index
-    if (requested if requested is not None else 0) != _RUNTIME.index:
-        raise RuntimeError(
-            f"this process already runs FlashInfer on {_RUNTIME.device}; one device per process"
-        )
-    return _RUNTIME
+    """The process's runtime; one device per process."""
+    return _RUNTIME.get(device)

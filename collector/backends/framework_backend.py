@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from collector.backends.base import Prepared
 from collector.caseplan import Case
@@ -21,6 +21,37 @@ from collector.versions import installed_version
 
 VersionOf = Callable[[str], "str | None"]
 FRAMEWORK_OPS = frozenset({"gemm", "context_attention", "generation_attention"})
+
+
+class DeviceRuntime(Protocol):
+    index: int
+    device: Any
+
+
+R = TypeVar("R", bound=DeviceRuntime)
+
+
+class PerProcess(Generic[R]):
+    """A framework's CUDA-side runtime: built once per process, for one device, as the
+    engine's workers have; asking for another device is an error, not a silent switch."""
+
+    def __init__(self, label: str, build: Callable[[str], R]) -> None:
+        self._label = label
+        self._build = build
+        self._runtime: R | None = None
+
+    def get(self, device: str) -> R:
+        import torch
+
+        if self._runtime is None:
+            self._runtime = self._build(device)
+        requested = torch.device(device).index
+        if (requested if requested is not None else 0) != self._runtime.index:
+            raise RuntimeError(
+                f"this process already runs {self._label} on {self._runtime.device}; "
+                "one device per process"
+            )
+        return self._runtime
 
 
 class BackendUnavailable(ImportError):

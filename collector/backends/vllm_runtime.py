@@ -42,6 +42,7 @@ from vllm.distributed.parallel_state import model_parallel_is_initialized  # noq
 from vllm.engine.arg_utils import EngineArgs  # noqa: E402
 from vllm.utils.torch_utils import set_default_torch_dtype  # noqa: E402
 
+from collector.backends.framework_backend import PerProcess  # noqa: E402
 from collector.backends.vllm_support import (  # noqa: E402
     ACT_DTYPES,
     PROBE_ARCHITECTURE,
@@ -220,17 +221,9 @@ class VllmRuntime:
         return entry
 
 
-_RUNTIME: VllmRuntime | None = None
+_RUNTIME = PerProcess("vLLM", VllmRuntime)
 
 
 def runtime(device: str) -> VllmRuntime:
-    """The process's runtime; one device per process, as vLLM workers have."""
-    global _RUNTIME
-    if _RUNTIME is None:
-        _RUNTIME = VllmRuntime(device)
-    requested = torch.device(device).index
-    if (requested if requested is not None else 0) != _RUNTIME.index:
-        raise RuntimeError(
-            f"this process already runs vLLM on {_RUNTIME.device}; one device per process"
-        )
-    return _RUNTIME
+    """The process's runtime; one device per process."""
+    return _RUNTIME.get(device)
