@@ -14,6 +14,24 @@ from collector.failures import FailureRecord, group_key, now_iso
 from collector.record import CheckpointState, finalize
 
 
+def attention_params(**over: object) -> dict[str, object]:
+    """Small fp8-KV generation-attention parameters (37 cached tokens, GQA 8:2), overridable."""
+    p: dict[str, object] = {
+        "batch_size": 3,
+        "isl": 1,
+        "num_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "beam_width": 1,
+        "attn_dtype": "bfloat16",
+        "kv_cache_dtype": "fp8",
+        "step": 37,
+        "window_size": 0,
+    }
+    p.update(over)
+    return p
+
+
 def gemm_case(m: int, n: int = 1024, k: int = 1024, dtype: str = "bfloat16") -> Case:
     return Case.build("gemm", {"gemm_dtype": dtype, "m": m, "n": n, "k": k})
 

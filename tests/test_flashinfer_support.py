@@ -38,27 +38,15 @@ from collector.backends.torch_backend import _attn_mask
 from collector.backends.vllm_support import quantize_fp8_per_block
 from collector.failures import UNSUPPORTED, classify_exception
 from collector.ops import get_op
+from tests.factories import attention_params
 
 H100, H200, B200 = (9, 0), (9, 0), (10, 0)
 
 
 def _attn(op: str = "generation_attention", **over: Any) -> dict[str, object]:
-    p: dict[str, object] = {
-        "batch_size": 3,
-        "isl": 1,
-        "num_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
-        "beam_width": 1,
-        "attn_dtype": "bfloat16",
-        "kv_cache_dtype": "fp8",
-        "step": 37,
-        "window_size": 0,
-    }
     if op == "context_attention":
-        p.update(isl=24, step=0)
-    p.update(over)
-    return p
+        over = {"isl": 24, "step": 0, **over}
+    return attention_params(**over)
 
 
 # --- case mapping -------------------------------------------------------------------------

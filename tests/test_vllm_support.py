@@ -21,26 +21,14 @@ from collector.backends.vllm_support import (
     quantize_fp8_per_block,
     quantize_fp8_per_tensor,
 )
+from tests.factories import attention_params
 
 DYNAMIC = "FlashInferFp8DeepGEMMDynamicBlockScaledKernel"
 FI, DG = "FlashInferFp8BlockScaledMMKernel", "DeepGemmFp8BlockScaledMMKernel"
 
 
 def _attn(**over: object) -> dict[str, object]:
-    p: dict[str, object] = {
-        "batch_size": 3,
-        "isl": 1,
-        "num_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
-        "beam_width": 1,
-        "attn_dtype": "bfloat16",
-        "kv_cache_dtype": "fp8",
-        "step": 37,
-        "window_size": 0,
-    }
-    p.update(over)
-    return p
+    return attention_params(**over)
 
 
 def test_per_tensor_fp8_round_trip() -> None:
