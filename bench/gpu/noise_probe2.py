@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from bench.gpu.noise_probe import rcv
 from collector.backends.base import Prepared
 from collector.device import ClockReader
 from collector.timing import Protocol, measure_cuda
@@ -45,11 +46,6 @@ def prep(m: int, n: int, k: int, rotate_x: bool, rotate_out: bool) -> Prepared:
             return F.linear(xs[i % len(xs)], ws[i % COPIES])
 
     return Prepared(call=call, copies=COPIES, kernel_source="probe")
-
-
-def rcv(values: list[float]) -> float:
-    med = statistics.median(values)
-    return 1.4826 * statistics.median([abs(v - med) for v in values]) / med
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from bench.gpu.noise_probe import rcv
 from collector.aggregate import RunResult
 from collector.backends.torch_backend import TorchBackend
 from collector.caseplan import Case
@@ -37,11 +38,6 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("gemm", {"gemm_dtype": "bfloat16", "m": 4096, "n": 4096, "k": 4096}),
 ]
 RUNS = 12
-
-
-def rcv(values: list[float]) -> float:
-    med = statistics.median(values)
-    return 1.4826 * statistics.median([abs(v - med) for v in values]) / med
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from bench.gpu.noise_probe import rcv
 from collector.backends.base import Prepared
 from collector.backends.torch_backend import TorchBackend, rotation_copies
 from collector.caseplan import Case
@@ -83,11 +84,6 @@ def prep(dtype: str, m: int, n: int, k: int, copies: int, offsets: bool, seed: i
 
 def _current(backend: TorchBackend, case: Case, l2: int, run: int) -> Prepared:
     return backend.prepare(case, DEV, l2)
-
-
-def rcv(values: list[float]) -> float:
-    med = statistics.median(values)
-    return 1.4826 * statistics.median([abs(v - med) for v in values]) / med
 
 
 def main() -> None:
