@@ -27,6 +27,10 @@ class RunResult:
     copies: int
     # Times this run was redone because the GPU throttled while it was measured.
     redos: int = 0
+    # Samples retaken because the GPU throttled while they were taken.
+    retakes: int = 0
+    # Independent buffer sets the run's samples cycled over.
+    placements: int = 1
     # Wall time the run held its device, set-up and idle gaps included (the cost of a case).
     wall_s: float = 0.0
 
@@ -65,6 +69,8 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
         "sm_mhz_mean": float(np.mean(clocks)) if clocks else None,
         "throttled": any(t for r in runs for t in r.throttled),
         "redos": int(sum(r.redos for r in runs)),
+        "retakes": int(sum(r.retakes for r in runs)),
+        "placements": int(max(r.placements for r in runs)),
         "device_seconds": float(sum(r.wall_s for r in runs)),
         "kernel_source": kernels[0] if len(kernels) == 1 else "|".join(kernels),
     }

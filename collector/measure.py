@@ -5,11 +5,14 @@ Shared by the in-process path and the worker processes, so both behave identical
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from collector.aggregate import RunResult
 from collector.backends import Backend
+from collector.backends.base import Prepared
 from collector.canary import Canary
 from collector.caseplan import Case
 from collector.device import ClockReader
@@ -28,19 +31,43 @@ class MeasureContext:
     worker: str = "main"
 
 
+def _spacer(ctx: MeasureContext, rng: random.Random) -> Any:
+    """A random amount of device memory held while a buffer set is allocated, so that the
+    set lands elsewhere than the previous run's: runs in one process otherwise reuse one
+    layout, and a short kernel's speed follows its layout (docs/benchmarks.md)."""
+    mib = rng.randrange(0, ctx.protocol.spacer_max_mib + 1, 2) if ctx.protocol.spacer_max_mib else 0
+    if mib == 0 or not ctx.device.startswith("cuda"):
+        return None
+    import torch
+
+    return torch.empty(mib << 20, dtype=torch.uint8, device=ctx.device)
+
+
 def _measure_once(ctx: MeasureContext, case: Case) -> tuple[RunSamples, str, int]:
     if ctx.device.startswith("cuda"):
         import torch
 
         # Fresh allocations for every run: blocks recycled by the caching allocator made
         # small kernels' run-to-run spread larger on the H200 (docs/benchmarks.md).
+        if ctx.protocol.fresh_workspace:
+            clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+            if clear is not None:
+                clear()
         torch.cuda.empty_cache()
+    rng = random.Random()  # noqa: S311 (placement, not secrecy)
+    spacers = [_spacer(ctx, rng)]
     prepared = ctx.backend.prepare(case, ctx.device, ctx.l2_bytes)
+
+    def another_placement() -> Prepared:
+        spacers.append(_spacer(ctx, rng))
+        return ctx.backend.prepare(case, ctx.device, ctx.l2_bytes)
+
     slowdown = ctx.canary.slowdown_for(case) if ctx.canary else None
     if ctx.device == "cpu":
-        samples = measure_cpu(prepared, ctx.protocol, slowdown)
+        samples = measure_cpu(prepared, ctx.protocol, slowdown, another_placement)
     else:
-        samples = measure_cuda(prepared, ctx.protocol, ctx.clocks, slowdown)
+        samples = measure_cuda(prepared, ctx.protocol, ctx.clocks, slowdown, another_placement)
+    spacers.clear()  # the buffers of this run are freed with them, before the next run
     return samples, prepared.kernel_source, prepared.copies
 
 
@@ -69,6 +96,8 @@ def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | Failu
             kernel_source=kernel,
             copies=copies,
             redos=redos,
+            retakes=samples.retakes,
+            placements=samples.placements,
             wall_s=time.perf_counter() - start,
         )
     except Exception as exc:

@@ -52,6 +52,8 @@ PERF_STAT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("sm_mhz_mean", pa.float64()),
     ("throttled", pa.bool_()),
     ("redos", pa.int32()),
+    ("retakes", pa.int32()),
+    ("placements", pa.int32()),
     ("device_seconds", pa.float64()),
     ("flops", pa.float64()),
     ("bytes", pa.float64()),

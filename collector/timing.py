@@ -6,6 +6,11 @@ up: DESIGN.md section 6). A short spin kernel is queued before the start event, 
 is already submitted when the GPU reaches it: without it the host's launch latency lands
 inside the sample, and as `inner` differs between runs, so does that share (a few % of a
 5-20 us kernel on the H200). On a CPU a sample is `inner` calls timed by a monotonic clock.
+
+Short kernels are timed over several placements per run: their speed follows where their
+buffers land in memory (up to several % for 3-30 us GEMMs on the H200), so a run prepares
+`placements` independent buffer sets and its samples cycle over them. A sample that saw the
+GPU throttle is retaken after a short cool-down, up to `max_retakes` times per run.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
+from typing import Protocol as Protocol_
 
 from collector.backends.base import Prepared
-from collector.device import ClockReader
+from collector.device import ClockReader, ClockReading
 
 
 @dataclass(frozen=True)
@@ -35,9 +41,22 @@ class Protocol:
     # Idle time after each sample, as a multiple of the sample's duration.
     idle_ratio: float = 1.0
     use_graphs: bool = True
-    # A run that saw throttling is redone after a cool-down, at most this many times.
+    # A throttled sample is retaken after `retake_cooldown_s`, at most `max_retakes` times per
+    # run; a run still throttled after that is redone after `cooldown_s`, `max_redos` times.
+    max_retakes: int = 8
+    retake_cooldown_s: float = 0.25
     max_redos: int = 2
     cooldown_s: float = 2.0
+    # Independent buffer sets per run for kernels whose pilot is under `placement_max_us`;
+    # samples cycle over them. Each set is allocated behind a random spacer of up to
+    # `spacer_max_mib` MiB, so that runs in one process do not reuse one memory layout.
+    placements: int = 4
+    placement_max_us: float = 50.0
+    spacer_max_mib: int = 256
+    # CUDA: free torch's cuBLAS workspaces before each run and capture each buffer set on
+    # its own stream, so split-K workspaces move with the buffers instead of staying where
+    # the process's first capture put them.
+    fresh_workspace: bool = True
     # Adaptive stopping: after `min_runs`, a case leaves play once the relative half-width
     # of its 95% interval (over per-run medians) is at most `target_ci`. 0 disables it.
     # At least 5: with 3 runs a side the comparison's interval over run medians is too
@@ -68,6 +87,14 @@ class RunSamples:
     throttled: list[bool]
     inner: int
     timing_mode: str
+    # Samples retaken because the GPU throttled while they were taken.
+    retakes: int = 0
+    # Buffer sets the samples cycled over.
+    placements: int = 1
+
+
+class ClockSource(Protocol_):
+    def read(self) -> ClockReading: ...
 
 
 @dataclass(frozen=True)
@@ -99,44 +126,102 @@ def choose_inner(pilot_ms: float, protocol: Protocol) -> int:
     return min(protocol.max_inner, 1 << (wanted - 1).bit_length())
 
 
+def placements_for(pilot_ms: float, protocol: Protocol) -> int:
+    """Buffer sets for a run: several for short kernels, whose speed follows placement."""
+    if protocol.placements <= 1 or pilot_ms * 1e3 >= protocol.placement_max_us:
+        return 1
+    return protocol.placements
+
+
+def take_samples(
+    time_sample: Callable[[int], float],
+    clocks: ClockSource,
+    protocol: Protocol,
+    inner: int,
+    timing_mode: str,
+    placements: int = 1,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RunSamples:
+    """The sampling loop shared by the CPU and CUDA paths.
+
+    `time_sample(s)` times sample `s` (all `inner` calls, on placement `placement_of(s)`)
+    and returns its elapsed ms. Each sample is followed by idle time as long as itself; a sample
+    taken while the GPU throttled is retaken (after `retake_cooldown_s`) instead of redoing
+    the whole run, up to `max_retakes` times per run.
+    """
+    out = RunSamples([], [], [], [], inner, timing_mode, 0, placements)
+    for slot in range(protocol.samples):
+        while True:
+            elapsed_ms = time_sample(slot)
+            reading = clocks.read()
+            throttled = ClockReader.throttled(reading.throttle_reasons)
+            if protocol.idle_ratio > 0:
+                sleep(elapsed_ms / 1e3 * protocol.idle_ratio)
+            if not throttled or out.retakes >= protocol.max_retakes:
+                break
+            out.retakes += 1
+            sleep(protocol.retake_cooldown_s)
+        out.ms.append(elapsed_ms / inner)
+        out.sm_mhz.append(reading.sm_mhz)
+        out.power_w.append(reading.power_w)
+        out.throttled.append(throttled)
+        # A run over several placements takes all its samples: its median is over them.
+        if placements == 1 and precise_enough(out.ms, protocol):
+            break
+    return out
+
+
+def placement_of(slot: int, placements: int, samples: int) -> int:
+    """Samples visit the placements in blocks (0 0 1 1 2 2 ...): one switch per placement."""
+    return min(placements - 1, slot * placements // max(1, samples))
+
+
 def _spin(clock: Callable[[], int], ns: int) -> None:
     end = clock() + ns
     while clock() < end:
         pass
 
 
-def measure_cpu(prepared: Prepared, protocol: Protocol, slowdown: Slowdown | None) -> RunSamples:
+def measure_cpu(
+    prepared: Prepared,
+    protocol: Protocol,
+    slowdown: Slowdown | None,
+    more: Callable[[], Prepared] | None = None,
+    clocks: ClockSource | None = None,
+) -> RunSamples:
     if protocol.cpu_threads > 0:
         import torch
 
         torch.set_num_threads(protocol.cpu_threads)
     clock = time.process_time_ns if protocol.cpu_clock == "process" else time.perf_counter_ns
-    call = prepared.call
     for i in range(protocol.warmup):
-        call(i)
+        prepared.call(i)
     t0 = clock()
     for i in range(3):
-        call(i)
+        prepared.call(i)
     pilot_ms = (clock() - t0) / 3e6
     inner = choose_inner(pilot_ms, protocol)
+    sets = [prepared]
+    if more is not None:
+        for _ in range(placements_for(pilot_ms, protocol) - 1):
+            extra = more()
+            for i in range(protocol.warmup):
+                extra.call(i)
+            sets.append(extra)
     delay_ns = int((slowdown.factor - 1.0) * pilot_ms * 1e6) if slowdown else 0
-    samples: list[float] = []
-    for _ in range(protocol.samples):
-        wall = time.perf_counter_ns()
+
+    def time_sample(slot: int) -> float:
+        call = sets[placement_of(slot, len(sets), protocol.samples)].call
         start = clock()
         for i in range(inner):
             call(i)
             if delay_ns > 0:
                 _spin(clock, delay_ns)
-        elapsed = clock() - start
-        samples.append(elapsed / 1e6 / inner)
-        if protocol.idle_ratio > 0:
-            time.sleep((time.perf_counter_ns() - wall) / 1e9 * protocol.idle_ratio)
-        if precise_enough(samples, protocol):
-            break
-    n = len(samples)
+        return (clock() - start) / 1e6
+
     mode = f"cpu-{protocol.cpu_clock}"
-    return RunSamples(samples, [None] * n, [None] * n, [False] * n, inner, mode)
+    reader = clocks if clocks is not None else ClockReader("cpu")
+    return take_samples(time_sample, reader, protocol, inner, mode, len(sets))
 
 
 def _nominal_hz(torch: Any) -> float:
@@ -151,15 +236,15 @@ def measure_cuda(
     protocol: Protocol,
     clocks: ClockReader,
     slowdown: Slowdown | None,
+    more: Callable[[], Prepared] | None = None,
 ) -> RunSamples:
     import torch
 
-    call = prepared.call
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         for i in range(protocol.warmup):
-            call(i)
+            prepared.call(i)
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
 
@@ -171,56 +256,70 @@ def measure_cuda(
         if block_cycles > 0:
             torch.cuda._sleep(block_cycles)
 
-    # Pilot: three eager calls behind the spin, only to size the graph.
+    # Pilot: three eager calls behind the spin, only to size the graph; twice, keeping the
+    # faster, since the first calls on this stream may allocate (e.g. a cuBLAS workspace).
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    block()
-    start.record()
-    for i in range(3):
-        call(i)
-    end.record()
-    end.synchronize()
-    pilot_ms = float(start.elapsed_time(end)) / 3
+    pilots = []
+    for _ in range(2):
+        block()
+        start.record()
+        for i in range(3):
+            prepared.call(i)
+        end.record()
+        end.synchronize()
+        pilots.append(float(start.elapsed_time(end)) / 3)
+    pilot_ms = min(pilots)
     inner = choose_inner(pilot_ms, protocol)
     sleep_cycles = 0
     if slowdown is not None:
         sleep_cycles = int((slowdown.factor - 1.0) * pilot_ms / 1e3 * hz)
 
-    def body() -> None:
-        for i in range(inner):
-            call(i)
-            if sleep_cycles:
-                torch.cuda._sleep(sleep_cycles)
+    sets = [prepared]
+    if more is not None:
+        sets += [more() for _ in range(placements_for(pilot_ms, protocol) - 1)]
 
-    replay = body
+    def body_of(p: Prepared) -> Callable[[], None]:
+        def body() -> None:
+            for i in range(inner):
+                p.call(i)
+                if sleep_cycles:
+                    torch.cuda._sleep(sleep_cycles)
+
+        return body
+
+    replays = [body_of(p) for p in sets]
     mode = "eager"
-    if protocol.use_graphs and prepared.graphable:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            body()
-        replay = graph.replay
+    if protocol.use_graphs and all(p.graphable for p in sets):
+        graphs = []
+        for p in sets:
+            graph = torch.cuda.CUDAGraph()
+            # torch's default capture stream is one per process, and cuBLAS keeps one
+            # workspace per stream: a stream from the pool per set gives each its own.
+            capture = torch.cuda.Stream() if protocol.fresh_workspace else None
+            with torch.cuda.graph(graph, stream=capture):
+                body_of(p)()
+            graphs.append(graph)
+        replays = [g.replay for g in graphs]
         mode = "graph"
-        for _ in range(protocol.warmup):
-            replay()
+        for replay in replays:
+            for _ in range(protocol.warmup):
+                replay()
         torch.cuda.synchronize()
+    current = [0]
 
-    ms: list[float] = []
-    sm_mhz: list[float | None] = []
-    power: list[float | None] = []
-    throttled: list[bool] = []
-    for _ in range(protocol.samples):
+    def time_sample(slot: int) -> float:
+        which = placement_of(slot, len(replays), protocol.samples)
+        replay = replays[which]
+        if which != current[0]:
+            # Another buffer set: one untimed replay first, so that it starts as warm in
+            # the cache as a set sampled back to back would.
+            replay()
+            current[0] = which
         block()
         start.record()
         replay()
         end.record()
         end.synchronize()
-        elapsed_ms = float(start.elapsed_time(end))
-        reading = clocks.read()
-        ms.append(elapsed_ms / inner)
-        sm_mhz.append(reading.sm_mhz)
-        power.append(reading.power_w)
-        throttled.append(ClockReader.throttled(reading.throttle_reasons))
-        if protocol.idle_ratio > 0:
-            time.sleep(elapsed_ms / 1e3 * protocol.idle_ratio)
-        if precise_enough(ms, protocol):
-            break
-    return RunSamples(ms, sm_mhz, power, throttled, inner, mode)
+        return float(start.elapsed_time(end))
+
+    return take_samples(time_sample, clocks, protocol, inner, mode, len(sets))

@@ -31,12 +31,17 @@ CANARY_FACTOR = 1.03
 
 
 def _cfg(
-    out: Path, protocol: Protocol, device: str, case_set: str, canary: Canary | None = None
+    out: Path,
+    protocol: Protocol,
+    device: str,
+    case_set: str,
+    canary: Canary | None = None,
+    ops: tuple[str, ...] = OPS,
 ) -> CollectConfig:
     return CollectConfig(
         out=out,
         backend="torch",
-        ops=OPS,
+        ops=ops,
         device=device,
         case_set=case_set,
         protocol=protocol,
@@ -68,11 +73,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--phase", choices=("aa", "adaptive"), required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument("--runs", type=int, default=Protocol.runs)
     parser.add_argument("--minutes", type=float, default=8.0)
     parser.add_argument("--device", default="cuda:0")
-    # Adaptive stopping never takes more runs than the default protocol (6).
-    parser.add_argument("--adaptive-cap", type=int, default=6)
+    # Adaptive stopping never takes more runs than the default protocol.
+    parser.add_argument("--adaptive-cap", type=int, default=10)
+    parser.add_argument("--min-runs", type=int, default=Protocol.min_runs)
     parser.add_argument("--no-canary", action="store_true")
     parser.add_argument("--case-set", default="default")
     args = parser.parse_args()
@@ -85,14 +91,15 @@ def main() -> None:
             "B": _cfg(args.out / "B", base, args.device, args.case_set),
         }
         if not args.no_canary:
-            cfgs["C"] = _cfg(args.out / "C", base, args.device, args.case_set, canary)
+            # The canary's slowed cases are all GEMMs: C times the GEMMs only.
+            cfgs["C"] = _cfg(args.out / "C", base, args.device, args.case_set, canary, ("gemm",))
     else:
         adaptive = Protocol(
             runs=args.adaptive_cap,
             samples=8,
             target_sample_ms=1.0,
             idle_ratio=1.0,
-            min_runs=3,  # as measured in sessions 2 and 3; the collector default is now 5
+            min_runs=args.min_runs,  # sessions 2 and 3 ran with 3
             target_ci=0.01,
             min_samples=4,
         )
