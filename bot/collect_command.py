@@ -34,6 +34,8 @@ def collect_command(cfg: CollectConfig, out: str | None = None) -> list[str]:
         ("--target-ci", p.target_ci, _DEFAULT.target_ci),
         ("--min-runs", p.min_runs, _DEFAULT.min_runs),
         ("--max-redos", p.max_redos, _DEFAULT.max_redos),
+        ("--max-retakes", p.max_retakes, _DEFAULT.max_retakes),
+        ("--placements", p.placements, _DEFAULT.placements),
     ):
         if value != default:
             cmd += [flag, str(value)]

@@ -49,10 +49,6 @@ def _measure_once(ctx: MeasureContext, case: Case) -> tuple[RunSamples, str, int
 
         # Fresh allocations for every run: blocks recycled by the caching allocator made
         # small kernels' run-to-run spread larger on the H200 (docs/benchmarks.md).
-        if ctx.protocol.fresh_workspace:
-            clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
-            if clear is not None:
-                clear()
         torch.cuda.empty_cache()
     rng = random.Random()  # noqa: S311 (placement, not secrecy)
     spacers = [_spacer(ctx, rng)]

@@ -28,7 +28,9 @@ from collector.device import ClockReader, ClockReading
 
 @dataclass(frozen=True)
 class Protocol:
-    runs: int = 6
+    # Ten runs: on the H200 the A/A spread of short kernels kept shrinking up to the nine a
+    # session could afford (p99 3.1% at 6 runs, 2.2% at 8, 2.0% at 9; docs/benchmarks.md).
+    runs: int = 10
     samples: int = 8
     warmup: int = 3
     # Calls per sample are chosen so that a sample lasts about this long (rounded up to a
@@ -53,19 +55,16 @@ class Protocol:
     placements: int = 4
     placement_max_us: float = 50.0
     spacer_max_mib: int = 256
-    # CUDA: free torch's cuBLAS workspaces before each run and capture each buffer set on
-    # its own stream, so split-K workspaces move with the buffers instead of staying where
-    # the process's first capture put them.
-    fresh_workspace: bool = True
     # Adaptive stopping: after `min_runs`, a case leaves play once the relative half-width
     # of its 95% interval (over per-run medians) is at most `target_ci`. 0 disables it.
-    # At least 5: with 3 runs a side the comparison's interval over run medians is too
-    # narrow (an H200 A/A flagged 2.2% of unchanged cases; docs/benchmarks.md, session 3).
-    min_runs: int = 5
+    # Replayed on an H200 A/A of 9 runs with placements, 3 runs / 1% / 4 samples took half
+    # the device time at the same A/A result (docs/benchmarks.md, session 5). Before
+    # placements, 3-run intervals were too narrow (2.2% of A/A cases flagged, session 3).
+    min_runs: int = 3
     target_ci: float = 0.0
     # With adaptive stopping, a run may also stop sampling after this many samples once its
     # median is known to better than half the target (0: always take `samples`).
-    min_samples: int = 0
+    min_samples: int = 4
     # CPU path: "process" times CPU time of this process (robust to other processes on a
     # shared machine), "wall" times elapsed time. Both clocks are monotonic.
     cpu_clock: str = "process"
@@ -293,10 +292,7 @@ def measure_cuda(
         graphs = []
         for p in sets:
             graph = torch.cuda.CUDAGraph()
-            # torch's default capture stream is one per process, and cuBLAS keeps one
-            # workspace per stream: a stream from the pool per set gives each its own.
-            capture = torch.cuda.Stream() if protocol.fresh_workspace else None
-            with torch.cuda.graph(graph, stream=capture):
+            with torch.cuda.graph(graph):
                 body_of(p)()
             graphs.append(graph)
         replays = [g.replay for g in graphs]

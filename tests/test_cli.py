@@ -156,3 +156,29 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
         f"## ❌ collectbot: {len(slowed)} regressed, 1 new failure group"
     )
     assert "95% CI" in body
+
+
+def test_collect_option_defaults_are_the_protocol_defaults() -> None:
+    # A reproduced command (bot/collect_command.py) leaves out options at the Protocol's
+    # defaults: the CLI's defaults must be the same values, or re-running it measures
+    # something else.
+    import inspect
+
+    from bot.commands.collect import collect
+    from collector.timing import Protocol
+
+    defaults = {name: p.default for name, p in inspect.signature(collect).parameters.items()}
+    proto = Protocol()
+    for cli_name, field in (
+        ("runs", "runs"),
+        ("samples", "samples"),
+        ("warmup", "warmup"),
+        ("target_sample_ms", "target_sample_ms"),
+        ("idle_ratio", "idle_ratio"),
+        ("target_ci", "target_ci"),
+        ("min_runs", "min_runs"),
+        ("max_redos", "max_redos"),
+        ("max_retakes", "max_retakes"),
+        ("placements", "placements"),
+    ):
+        assert defaults[cli_name] == getattr(proto, field), cli_name

@@ -121,3 +121,26 @@ def test_missing_rows_and_partial_runs_are_red_coverage(
     assert any("partial" in t for t in texts)
     assert result["verdict"]["level"] == "red"
     assert result["latency"]["summary"]["removed"] == 5
+
+
+def test_runs_from_two_gpus_of_one_model_carry_a_warning_sized_from_the_h200s(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    def record(name: str, uuid: str) -> Path:
+        device = {"name": "NVIDIA H200", "kind": "cuda", "uuid": uuid}
+        return write_record(
+            tmp_path / name,
+            CASES,
+            lambda c: simulated_runs(rng, 0.1),
+            meta_extra={"device": device},
+        )
+
+    same = compare_records(
+        read_record(record("a", "GPU-1")), read_record(record("b", "GPU-1")), Settings()
+    )
+    other = compare_records(
+        read_record(record("c", "GPU-1")), read_record(record("d", "GPU-2")), Settings()
+    )
+    assert not any("UUIDs differ" in w for w in same["warnings"])
+    [warning] = [w for w in other["warnings"] if "UUIDs differ" in w]
+    assert "3-4%" in warning

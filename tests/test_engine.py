@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,27 @@ def test_cpu_collection_writes_a_valid_record_and_records_failures(tmp_path: Pat
     assert not (tmp_path / "run" / CHECKPOINT).exists()
     assert rec.meta["device"]["kind"] == "cpu"
     assert rec.meta["versions"]["torch"]
+
+
+def test_rows_say_how_many_placements_and_retakes_their_runs_had(tmp_path: Path) -> None:
+    # Through worker processes and the checkpoint into the perf table: a short-kernel rule
+    # wide enough for the CPU gives every run two independently prepared buffer sets.
+    protocol = replace(FAST, samples=4, placements=2, placement_max_us=1e12)
+    cfg = CollectConfig(
+        out=tmp_path / "run",
+        case_set="smoke",
+        case_filter=CaseSelector.parse("m=8,gemm_dtype=bfloat16"),
+        protocol=protocol,
+        quiet=True,
+    )
+    run_collection(cfg)
+    rec = read_record(tmp_path / "run")
+    perf = rec.perf["gemm"]
+    assert perf.num_rows == 4
+    assert set(perf.column("placements").to_pylist()) == {2}
+    assert set(perf.column("retakes").to_pylist()) == {0}  # a CPU never throttles
+    assert rec.samples["gemm"].num_rows == 4 * 3 * 4
+    assert rec.meta["protocol"]["placements"] == 2
 
 
 def test_unsupported_dtype_is_an_observed_failure(tmp_path: Path) -> None:

@@ -1,11 +1,24 @@
-"""The timing protocol's pure parts: how many calls make a sample, when a run may stop early."""
+"""The timing protocol: calls per sample, early stops, throttle retakes and placements."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collector.timing import Protocol, choose_inner, precise_enough
+from collector.backends.base import Prepared
+from collector.device import ClockReading
+from collector.timing import (
+    Protocol,
+    choose_inner,
+    measure_cpu,
+    placement_of,
+    placements_for,
+    precise_enough,
+    take_samples,
+)
 
 P = Protocol(target_sample_ms=1.0, max_inner=256)
 
@@ -36,3 +49,110 @@ def test_a_run_stops_early_only_when_its_median_is_tight_and_adaptive_is_on() ->
     assert not precise_enough(loose, adaptive)
     assert not precise_enough(tight[:3], adaptive)  # below min_samples
     assert not precise_enough(tight, Protocol())  # adaptive off
+
+
+# --- the sampling loop: throttle retakes and placements (the CPU and CUDA paths share it) ---
+
+SW_POWER_CAP = 0x4
+
+
+class ScriptedClocks:
+    """NVML readings in a given order: True marks a reading taken while the GPU throttled."""
+
+    def __init__(self, throttled: list[bool]) -> None:
+        self.script = list(throttled)
+        self.reads = 0
+
+    def read(self) -> ClockReading:
+        flag = self.script[self.reads] if self.reads < len(self.script) else False
+        self.reads += 1
+        return ClockReading(1980.0 if not flag else 1500.0, 500.0, SW_POWER_CAP if flag else 0)
+
+
+def _timer(values: list[float]) -> tuple[list[int], Callable[[int], float]]:
+    slots: list[int] = []
+
+    def time_sample(slot: int) -> float:
+        slots.append(slot)
+        return values[len(slots) - 1]
+
+    return slots, time_sample
+
+
+def test_a_throttled_sample_is_retaken_after_a_cool_down_not_averaged_in() -> None:
+    protocol = Protocol(samples=3, max_retakes=8, retake_cooldown_s=0.25, idle_ratio=0.0)
+    clocks = ScriptedClocks([False, True, True, False, False])
+    slots, time_sample = _timer([1.0, 9.0, 8.0, 2.0, 3.0])
+    sleeps: list[float] = []
+    run = take_samples(time_sample, clocks, protocol, 1, "graph", sleep=sleeps.append)
+    assert run.ms == [1.0, 2.0, 3.0]  # 9 and 8 ms were taken while throttled
+    assert run.retakes == 2 and run.throttled == [False, False, False]
+    assert slots == [0, 1, 1, 1, 2]  # the retake times the same sample slot again
+    assert sleeps == [0.25, 0.25]
+    assert run.sm_mhz == [1980.0, 1980.0, 1980.0]
+
+
+def test_retakes_are_bounded_per_run_and_what_stays_throttled_is_marked() -> None:
+    protocol = Protocol(samples=4, max_retakes=2, idle_ratio=0.0)
+    clocks = ScriptedClocks([True] * 20)
+    _, time_sample = _timer([float(i) for i in range(20)])
+    run = take_samples(time_sample, clocks, protocol, 2, "graph", sleep=lambda s: None)
+    assert run.retakes == 2
+    assert len(run.ms) == 4 and all(run.throttled)  # the engine redoes such a run
+    assert run.ms[0] == 1.0  # the third try (index 2) of the first slot, per call (inner 2)
+
+
+def test_idle_time_follows_each_sample_in_proportion() -> None:
+    protocol = Protocol(samples=2, idle_ratio=1.5)
+    _, time_sample = _timer([2.0, 4.0])
+    sleeps: list[float] = []
+    take_samples(time_sample, ScriptedClocks([]), protocol, 1, "graph", sleep=sleeps.append)
+    assert sleeps == [0.003, 0.006]
+
+
+def test_placements_are_visited_in_blocks_and_all_of_them_are_sampled() -> None:
+    assert [placement_of(s, 4, 8) for s in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [placement_of(s, 1, 8) for s in range(8)] == [0] * 8
+    for p in range(1, 9):
+        assert {placement_of(s, p, 8) for s in range(8)} == set(range(p))
+
+
+def test_only_short_kernels_get_several_placements() -> None:
+    protocol = Protocol(placements=4, placement_max_us=50.0)
+    assert placements_for(0.010, protocol) == 4  # 10 us
+    assert placements_for(0.050, protocol) == 1  # 50 us and longer: placement-stable
+    assert placements_for(0.010, Protocol(placements=1)) == 1
+
+
+def test_a_run_over_several_placements_takes_all_its_samples() -> None:
+    adaptive = Protocol(samples=8, target_ci=0.05, min_samples=2, idle_ratio=0.0)
+    _, time_sample = _timer([1.0] * 8)
+    run = take_samples(time_sample, ScriptedClocks([]), adaptive, 1, "graph", 4, lambda s: None)
+    assert len(run.ms) == 8 and run.placements == 4
+    _, time_sample = _timer([1.0] * 8)
+    single = take_samples(time_sample, ScriptedClocks([]), adaptive, 1, "graph", 1, lambda s: None)
+    assert len(single.ms) == 2  # one buffer set: may stop once its median is tight
+
+
+def test_the_cpu_path_prepares_and_samples_every_placement() -> None:
+    used: list[int] = []
+
+    def prepared(tag: int) -> Prepared:
+        return Prepared(call=lambda i: used.append(tag), copies=1, kernel_source="probe")
+
+    made = [0]
+
+    def more() -> Prepared:
+        made[0] += 1
+        return prepared(made[0])
+
+    protocol = Protocol(
+        samples=8, warmup=1, placements=4, placement_max_us=1e12, idle_ratio=0.0, max_inner=2
+    )
+    run = measure_cpu(prepared(0), protocol, None, more)
+    assert made[0] == 3 and run.placements == 4 and len(run.ms) == 8
+    assert set(used) == {0, 1, 2, 3}
+    # Short-kernel rule off (a CPU call is not under 1 ns): one buffer set, `more` unused.
+    made[0] = 0
+    run = measure_cpu(prepared(0), replace(protocol, placement_max_us=0.001), None, more)
+    assert made[0] == 0 and run.placements == 1

@@ -84,7 +84,7 @@ def collect(
         typer.Option(
             min=1, help="Runs per case, the unit of the statistics (the cap when adaptive)."
         ),
-    ] = 6,
+    ] = 10,
     samples: Annotated[int, typer.Option(min=1, help="Timed samples per run.")] = 8,
     warmup: Annotated[int, typer.Option(min=0, help="Warm-up calls before timing.")] = 3,
     target_sample_ms: Annotated[
@@ -108,13 +108,30 @@ def collect(
         int,
         typer.Option(
             min=2,
-            help="Adaptive stopping: runs every case gets first (below 5 the comparison's "
-            "intervals get too narrow: see docs/benchmarks.md).",
+            help="Adaptive stopping: runs every case gets first (3 was validated on the "
+            "H200 with placements: see docs/benchmarks.md).",
         ),
-    ] = 5,
+    ] = 3,
     max_redos: Annotated[
-        int, typer.Option(min=0, help="Redo a run this many times at most when the GPU throttled.")
+        int,
+        typer.Option(
+            min=0, help="Redo a run this many times at most when it still throttled after retakes."
+        ),
     ] = 2,
+    max_retakes: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Retake at most this many throttled samples per run (after a cool-down)."
+        ),
+    ] = 8,
+    placements: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Buffer sets per run for kernels under 50 us, samples cycling over them "
+            "(their speed follows where their buffers land: see docs/benchmarks.md).",
+        ),
+    ] = 4,
     workers: Annotated[
         int | None,
         typer.Option(
@@ -234,6 +251,8 @@ def collect(
             idle_ratio=idle_ratio,
             use_graphs=graphs,
             max_redos=max_redos,
+            max_retakes=max_retakes,
+            placements=placements,
             min_runs=min(min_runs, runs),
             target_ci=target_ci,
         ),

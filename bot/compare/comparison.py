@@ -253,7 +253,11 @@ def _warnings(
     if bdev.get("name") != cdev.get("name"):
         out.append(f"devices differ: baseline {bdev.get('name')!r}, candidate {cdev.get('name')!r}")
     elif bdev.get("uuid") and cdev.get("uuid") and bdev.get("uuid") != cdev.get("uuid"):
-        out.append("the runs used two GPUs of the same model (UUIDs differ)")
+        # Measured: two H200s timed the same large GEMMs 3-4% apart (docs/benchmarks.md).
+        out.append(
+            "the runs used two GPUs of the same model (UUIDs differ): two H200s timed the "
+            "same large GEMMs 3-4% apart, so a shift of that size may be the GPU, not the PR"
+        )
     if base.meta.get("framework_version") != cand.meta.get("framework_version"):
         out.append(
             f"framework versions differ: baseline {base.meta.get('framework_version')}, "
