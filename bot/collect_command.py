@@ -36,6 +36,7 @@ def collect_command(cfg: CollectConfig, out: str | None = None) -> list[str]:
         ("--max-redos", p.max_redos, _DEFAULT.max_redos),
         ("--max-retakes", p.max_retakes, _DEFAULT.max_retakes),
         ("--placements", p.placements, _DEFAULT.placements),
+        ("--clock-floor", p.clock_floor, _DEFAULT.clock_floor),
     ):
         if value != default:
             cmd += [flag, str(value)]

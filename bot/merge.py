@@ -124,7 +124,9 @@ def record_runs(record: RunRecord, op: str, offset: int = 0) -> dict[str, list[R
     out: dict[str, list[RunResult]] = {}
     if samples.num_rows == 0:
         return out
-    cols = samples.select(["case_key", "run", "ms", "sm_mhz", "power_w", "throttled"]).to_pydict()
+    names = ["case_key", "run", "ms", "sm_mhz", "power_w", "throttled"]
+    names += [c for c in ("clock_mhz",) if c in samples.column_names]
+    cols = samples.select(names).to_pydict()
     keys = np.asarray(cols["case_key"], dtype=object)
     runs = np.asarray(cols["run"], dtype=np.int64)
     order = np.lexsort((np.arange(len(runs)), runs, keys))
@@ -145,6 +147,9 @@ def record_runs(record: RunRecord, op: str, offset: int = 0) -> dict[str, list[R
                     "sm_mhz": [cols["sm_mhz"][i] for i in rows],
                     "power_w": [cols["power_w"][i] for i in rows],
                     "throttled": [bool(cols["throttled"][i]) for i in rows],
+                    "clock_mhz": [cols["clock_mhz"][i] for i in rows]
+                    if "clock_mhz" in cols
+                    else [],
                     "inner": int(row["inner"] or 1),
                     "timing_mode": str(row["timing_mode"]),
                     "kernel_source": str(row["kernel_source"]),

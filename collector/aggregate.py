@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,11 +31,13 @@ class RunResult:
     retakes: int = 0
     # Independent buffer sets the run's samples cycled over.
     placements: int = 1
+    # The SM clock measured on the GPU around each sample (empty or None: not measured).
+    clock_mhz: list[float | None] = field(default_factory=list)
     # Wall time the run held its device, set-up and idle gaps included (the cost of a case).
     wall_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "clock_mhz": list(self.clock_mhz)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunResult:

@@ -94,6 +94,7 @@ def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | Failu
             redos=redos,
             retakes=samples.retakes,
             placements=samples.placements,
+            clock_mhz=samples.clock_mhz,
             wall_s=time.perf_counter() - start,
         )
     except Exception as exc:

@@ -73,8 +73,12 @@ SAMPLE_SCHEMA = pa.schema(
         ("sm_mhz", pa.float64()),
         ("power_w", pa.float64()),
         ("throttled", pa.bool_()),
+        # The SM clock measured on the GPU around the sample (records before 2026-11-30
+        # lack the column).
+        ("clock_mhz", pa.float64()),
     ]
 )
+_SAMPLE_REQUIRED = tuple(n for n in SAMPLE_SCHEMA.names if n != "clock_mhz")
 
 
 def perf_file(op: str) -> str:
@@ -304,6 +308,9 @@ def build_tables(
                     sample_cols["sm_mhz"].append(r.sm_mhz[i])
                     sample_cols["power_w"].append(r.power_w[i])
                     sample_cols["throttled"].append(r.throttled[i])
+                    sample_cols["clock_mhz"].append(
+                        r.clock_mhz[i] if i < len(r.clock_mhz) else None
+                    )
         schema = perf_schema(op)
         perf = pa.Table.from_pylist(perf_rows, schema=schema)
         samples = pa.Table.from_pydict(sample_cols, schema=SAMPLE_SCHEMA)
@@ -633,7 +640,7 @@ def _read_table(
 
 def _read_samples(path: Path, anomalies: list[Anomaly]) -> pa.Table:
     """Samples without a case key, run or time cannot be placed: dropped and reported."""
-    table = _read_table(path, _SAMPLE_KINDS)
+    table = _read_table(path, _SAMPLE_KINDS, _SAMPLE_REQUIRED)
     if table.num_rows == 0:
         return table
     placed = pc.and_(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from typing import Protocol as Protocol_
 
@@ -40,6 +40,17 @@ class Protocol:
     # CUDA: spin this long before each timed region so that launches are queued before the
     # clock starts (0 disables it, the protocol before 2026-11-30).
     launch_block_us: float = 100.0
+    # CUDA: the SM clock is measured on the GPU around every sample (the spin before it, and
+    # one of `clock_probe_us` after it, run known cycle counts) and kept with the sample:
+    # NVML's readings refresh every few tens of ms and read 1980 MHz through 10-15%
+    # slowdowns of a 3.5 ms prefill (docs/benchmarks.md, session 5 and probe 7). With
+    # `clock_floor` > 0, a sample whose clock read below that fraction of the fastest
+    # measured in the process counts as throttled and is retaken. Off by default: on the
+    # H200 it cut the run-to-run spread of power-capped cases from 3-14% to 0.2-0.3% (probe
+    # 7), but flagged so many samples that every run used up its retakes, and what that
+    # costs in a whole collection (redone runs) is not yet measured.
+    clock_probe_us: float = 50.0
+    clock_floor: float = 0.0
     # Idle time after each sample, as a multiple of the sample's duration.
     idle_ratio: float = 1.0
     use_graphs: bool = True
@@ -90,6 +101,8 @@ class RunSamples:
     retakes: int = 0
     # Buffer sets the samples cycled over.
     placements: int = 1
+    # The SM clock measured on the GPU around each sample (None where not measured).
+    clock_mhz: list[float | None] = field(default_factory=list)
 
 
 class ClockSource(Protocol_):
@@ -133,27 +146,37 @@ def placements_for(pilot_ms: float, protocol: Protocol) -> int:
 
 
 def take_samples(
-    time_sample: Callable[[int], float],
+    time_sample: Callable[[int], tuple[float, float | None]],
     clocks: ClockSource,
     protocol: Protocol,
     inner: int,
     timing_mode: str,
     placements: int = 1,
     sleep: Callable[[float], None] = time.sleep,
+    reference_mhz: Callable[[], float | None] = lambda: None,
 ) -> RunSamples:
     """The sampling loop shared by the CPU and CUDA paths.
 
     `time_sample(s)` times sample `s` (all `inner` calls, on placement `placement_of(s)`)
-    and returns its elapsed ms. Each sample is followed by idle time as long as itself; a sample
-    taken while the GPU throttled is retaken (after `retake_cooldown_s`) instead of redoing
-    the whole run, up to `max_retakes` times per run.
+    and returns its elapsed ms and the SM clock measured around it (None if not measured).
+    Each sample is followed by idle time as long as itself. A sample taken while the GPU
+    throttled (NVML's reasons, or a measured clock under `clock_floor` times the fastest
+    clock measured so far, `reference_mhz()`) is retaken after `retake_cooldown_s` instead
+    of redoing the whole run, up to `max_retakes` times per run.
     """
     out = RunSamples([], [], [], [], inner, timing_mode, 0, placements)
     for slot in range(protocol.samples):
         while True:
-            elapsed_ms = time_sample(slot)
+            elapsed_ms, measured = time_sample(slot)
             reading = clocks.read()
-            throttled = ClockReader.throttled(reading.throttle_reasons)
+            reference = reference_mhz()
+            slow_clock = bool(
+                measured is not None
+                and reference
+                and protocol.clock_floor > 0
+                and measured < protocol.clock_floor * reference
+            )
+            throttled = ClockReader.throttled(reading.throttle_reasons) or slow_clock
             if protocol.idle_ratio > 0:
                 sleep(elapsed_ms / 1e3 * protocol.idle_ratio)
             if not throttled or out.retakes >= protocol.max_retakes:
@@ -164,6 +187,7 @@ def take_samples(
         out.sm_mhz.append(reading.sm_mhz)
         out.power_w.append(reading.power_w)
         out.throttled.append(throttled)
+        out.clock_mhz.append(measured)
         # A run over several placements takes all its samples: its median is over them.
         if placements == 1 and precise_enough(out.ms, protocol):
             break
@@ -209,14 +233,14 @@ def measure_cpu(
             sets.append(extra)
     delay_ns = int((slowdown.factor - 1.0) * pilot_ms * 1e6) if slowdown else 0
 
-    def time_sample(slot: int) -> float:
+    def time_sample(slot: int) -> tuple[float, float | None]:
         call = sets[placement_of(slot, len(sets), protocol.samples)].call
         start = clock()
         for i in range(inner):
             call(i)
             if delay_ns > 0:
                 _spin(clock, delay_ns)
-        return (clock() - start) / 1e6
+        return (clock() - start) / 1e6, None
 
     mode = f"cpu-{protocol.cpu_clock}"
     reader = clocks if clocks is not None else ClockReader("cpu")
@@ -302,8 +326,16 @@ def measure_cuda(
                 replay()
         torch.cuda.synchronize()
     current = [0]
+    # Clock probes: a lead spin keeps the GPU busy while the host queues `before` and the
+    # launch spin, so that they and `start` run back to back; the tail spin follows the
+    # sample the same way. Each spin runs a known number of SM cycles, so cycles / elapsed
+    # us is the clock in MHz (about 1% low: the gap between two kernels is inside it).
+    lead_cycles = int(50e-6 * hz) if block_cycles > 0 else 0
+    tail_cycles = int(protocol.clock_probe_us * 1e-6 * hz)
+    before = torch.cuda.Event(enable_timing=True)
+    after = torch.cuda.Event(enable_timing=True)
 
-    def time_sample(slot: int) -> float:
+    def time_sample(slot: int) -> tuple[float, float | None]:
         which = placement_of(slot, len(replays), protocol.samples)
         replay = replays[which]
         if which != current[0]:
@@ -311,11 +343,35 @@ def measure_cuda(
             # the cache as a set sampled back to back would.
             replay()
             current[0] = which
-        block()
+        if block_cycles > 0:
+            torch.cuda._sleep(lead_cycles)
+            before.record()
+            block()
         start.record()
         replay()
         end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end))
+        if tail_cycles > 0:
+            torch.cuda._sleep(tail_cycles)
+            after.record()
+            after.synchronize()
+        else:
+            end.synchronize()
+        measured = []
+        if block_cycles > 0:
+            measured.append(block_cycles / (float(before.elapsed_time(start)) * 1e3))
+        if tail_cycles > 0:
+            measured.append(tail_cycles / (float(end.elapsed_time(after)) * 1e3))
+        if not measured:
+            return float(start.elapsed_time(end)), None
+        clocks.note_measured(max(measured))
+        return float(start.elapsed_time(end)), min(measured)
 
-    return take_samples(time_sample, clocks, protocol, inner, mode, len(sets))
+    return take_samples(
+        time_sample,
+        clocks,
+        protocol,
+        inner,
+        mode,
+        len(sets),
+        reference_mhz=lambda: clocks.fastest_mhz,
+    )

@@ -180,5 +180,6 @@ def test_collect_option_defaults_are_the_protocol_defaults() -> None:
         ("max_redos", "max_redos"),
         ("max_retakes", "max_retakes"),
         ("placements", "placements"),
+        ("clock_floor", "clock_floor"),
     ):
         assert defaults[cli_name] == getattr(proto, field), cli_name

@@ -151,3 +151,51 @@ def test_a_torn_last_line_is_cut_before_new_entries_are_appended(tmp_path: Path)
     state = CheckpointState.load(path)
     assert [r.run for r in state.runs["gemm:a"]] == [0, 1]
     assert path.read_text().count("\n") == 2 and "gemm:b" not in path.read_text()
+
+
+def test_measured_clocks_reach_the_samples_table_and_old_records_still_read(
+    tmp_path: Path,
+) -> None:
+    import pyarrow.parquet as pq
+
+    from collector.aggregate import RunResult
+    from collector.record import CheckpointState, finalize, read_record, sha256_file
+    from tests.factories import gemm_case
+
+    case = gemm_case(16, 1024)
+    state = CheckpointState()
+    state.runs[case.key] = [
+        RunResult(
+            case_key=case.key,
+            run=0,
+            ms=[0.01, 0.011],
+            sm_mhz=[1980.0, 1980.0],
+            power_w=[300.0, 300.0],
+            throttled=[False, False],
+            inner=64,
+            timing_mode="graph",
+            kernel_source="k",
+            copies=6,
+            clock_mhz=[1961.5, None],
+        )
+    ]
+    meta = {
+        "run_id": "r",
+        "backend": "torch",
+        "framework": "torch",
+        "framework_version": "2.11.0",
+        "ops": ["gemm"],
+        "device": {"name": "GPU"},
+    }
+    (tmp_path / "new").mkdir()
+    finalize(tmp_path / "new", meta, [case], state, "complete")
+    rec = read_record(tmp_path / "new")
+    assert rec.samples["gemm"].column("clock_mhz").to_pylist() == [1961.5, None]
+    # A record written before the column existed reads as before.
+    old = tmp_path / "new" / "gemm_samples.parquet"
+    pq.write_table(pq.read_table(old).drop_columns(["clock_mhz"]), old)
+    run_json = tmp_path / "new" / "run.json"
+    doc = json.loads(run_json.read_text())
+    doc["files"][old.name] = sha256_file(old)
+    run_json.write_text(json.dumps(doc))
+    assert "clock_mhz" not in read_record(tmp_path / "new").samples["gemm"].column_names

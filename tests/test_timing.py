@@ -69,12 +69,16 @@ class ScriptedClocks:
         return ClockReading(1980.0 if not flag else 1500.0, 500.0, SW_POWER_CAP if flag else 0)
 
 
-def _timer(values: list[float]) -> tuple[list[int], Callable[[int], float]]:
+def _timer(
+    values: list[float], clocks_mhz: list[float] | None = None
+) -> tuple[list[int], Callable[[int], tuple[float, float | None]]]:
+    """Sample times in order, each with the SM clock measured around it (if given)."""
     slots: list[int] = []
 
-    def time_sample(slot: int) -> float:
+    def time_sample(slot: int) -> tuple[float, float | None]:
         slots.append(slot)
-        return values[len(slots) - 1]
+        i = len(slots) - 1
+        return values[i], clocks_mhz[i] if clocks_mhz else None
 
     return slots, time_sample
 
@@ -156,3 +160,33 @@ def test_the_cpu_path_prepares_and_samples_every_placement() -> None:
     made[0] = 0
     run = measure_cpu(prepared(0), replace(protocol, placement_max_us=0.001), None, more)
     assert made[0] == 0 and run.placements == 1
+
+
+def test_a_sample_whose_measured_clock_fell_is_retaken_though_nvml_saw_nothing() -> None:
+    # Session 5: a 3.5 ms prefill ran 10-15% slow while NVML's stale readings said 1980 MHz.
+    protocol = Protocol(samples=3, clock_floor=0.95, idle_ratio=0.0)
+    _, time_sample = _timer([3.5, 4.0, 3.5, 3.5], [1960.0, 1700.0, 1955.0, 1962.0])
+    run = take_samples(
+        time_sample,
+        ScriptedClocks([]),
+        protocol,
+        1,
+        "graph",
+        sleep=lambda s: None,
+        reference_mhz=lambda: 1980.0,
+    )
+    assert run.ms == [3.5, 3.5, 3.5] and run.retakes == 1
+    assert run.clock_mhz == [1960.0, 1955.0, 1962.0]
+    # Without a known maximum, or with the floor off, NVML alone decides.
+    for floor, fastest in ((0.95, None), (0.0, 1980.0)):
+        _, time_sample = _timer([3.5, 4.0, 3.5], [1960.0, 1700.0, 1955.0])
+        run = take_samples(
+            time_sample,
+            ScriptedClocks([]),
+            replace(protocol, clock_floor=floor),
+            1,
+            "graph",
+            sleep=lambda s: None,
+            reference_mhz=lambda fastest=fastest: fastest,  # type: ignore[misc]
+        )
+        assert run.retakes == 0 and run.ms == [3.5, 4.0, 3.5]

@@ -124,6 +124,15 @@ def collect(
             min=0, help="Retake at most this many throttled samples per run (after a cool-down)."
         ),
     ] = 8,
+    clock_floor: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Retake a sample whose SM clock, measured on the GPU around it, fell below "
+            "this fraction of the fastest seen (0: NVML's throttle reasons alone decide).",
+        ),
+    ] = 0.0,
     placements: Annotated[
         int,
         typer.Option(
@@ -253,6 +262,7 @@ def collect(
             max_redos=max_redos,
             max_retakes=max_retakes,
             placements=placements,
+            clock_floor=clock_floor,
             min_runs=min(min_runs, runs),
             target_ci=target_ci,
         ),
