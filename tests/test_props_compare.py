@@ -82,7 +82,7 @@ def test_a_run_compared_with_itself_changes_nothing(data: tuple[list[Case], Samp
 @settings(max_examples=40)
 @given(
     data=sample_sets(max_noise=0.02),
-    k=st.one_of(st.floats(1.1, 3.0), st.floats(1 / 3.0, 1 / 1.1), st.just(1.0)),
+    k=st.one_of(st.floats(1.1, 3.0), st.floats(1 / 3.0, 1 / 1.1), st.just(1.0), st.just(1.125)),
 )
 def test_scaling_every_sample_by_k_gives_ratio_k_and_its_verdict(
     data: tuple[list[Case], Samples], k: float
@@ -99,13 +99,22 @@ def test_scaling_every_sample_by_k_gives_ratio_k_and_its_verdict(
         ratio = float(row["ratio"])  # type: ignore[arg-type]
         assert abs(ratio / k - 1) < 1e-9, (key, ratio, k)
         assert row["lo"] <= ratio * (1 + 1e-9) and ratio <= row["hi"] * (1 + 1e-9)  # type: ignore[operator]
-        if k >= 1.1:
+        # A change of 25% or more is always called; one of 10-25% may be inconclusive when
+        # three runs of 2% noise happen to spread over 12% (hypothesis found such a draw),
+        # but it is never called the other way, nor the same.
+        if k >= 1.25:
             assert row["verdict"] == stats.REGRESSED, (key, row)
-        elif k <= 1 / 1.1:
+        elif k >= 1.1:
+            assert row["verdict"] in (stats.REGRESSED, stats.INCONCLUSIVE), (key, row)
+        elif k <= 1 / 1.25:
             assert row["verdict"] == stats.IMPROVED, (key, row)
+        elif k <= 1 / 1.1:
+            assert row["verdict"] in (stats.IMPROVED, stats.INCONCLUSIVE), (key, row)
         else:
             assert row["verdict"] != stats.REGRESSED and row["verdict"] != stats.IMPROVED
-    assert (result.data["verdict"]["level"] == "red") == (k >= 1.1)
+    assert (result.data["verdict"]["level"] == "red") == any(
+        row["verdict"] == stats.REGRESSED for row in rows.values()
+    )
 
 
 @settings(max_examples=30)
