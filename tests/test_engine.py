@@ -69,6 +69,28 @@ def test_rows_say_how_many_placements_and_retakes_their_runs_had(tmp_path: Path)
     assert rec.meta["protocol"]["placements"] == 2
 
 
+@pytest.mark.parametrize(("target_ci", "runs_each"), [(0.5, 3), (1e-9, 6), (0.0, 6)])
+def test_adaptive_stopping_takes_min_runs_when_tight_and_the_cap_when_not(
+    tmp_path: Path, target_ci: float, runs_each: int
+) -> None:
+    # On by default (target 1%): a case whose interval over run medians is tight after
+    # `min_runs` leaves play; one that never gets tight takes every run; 0 turns it off.
+    protocol = replace(FAST, runs=6, min_runs=3, target_ci=target_ci)
+    cfg = CollectConfig(
+        out=tmp_path / "run",
+        case_set="smoke",
+        case_filter=CaseSelector.parse("m=8,gemm_dtype=float32"),
+        protocol=protocol,
+        quiet=True,
+    )
+    run_collection(cfg)
+    rec = read_record(tmp_path / "run")
+    assert rec.status == "complete"
+    assert set(rec.perf["gemm"].column("runs").to_pylist()) == {runs_each}
+    stopped_early = rec.perf["gemm"].num_rows if runs_each < 6 else 0
+    assert rec.meta["converged_early"] == stopped_early
+
+
 def test_unsupported_dtype_is_an_observed_failure(tmp_path: Path) -> None:
     cases = tmp_path / "cases.yaml"
     cases.write_text(
@@ -94,6 +116,7 @@ def test_sigterm_leaves_a_partial_record_that_resume_completes(tmp_path: Path) -
     cmd = [
         sys.executable, "-m", "bot", "collect", "--out", str(out), "--smoke",
         "--runs", "40", "--samples", "5", "--target-sample-ms", "2", "--idle-ratio", "0", "--quiet",
+        "--target-ci", "0",  # every case takes all 40 runs: the test counts them
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     checkpoint = out / CHECKPOINT

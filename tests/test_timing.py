@@ -48,7 +48,7 @@ def test_a_run_stops_early_only_when_its_median_is_tight_and_adaptive_is_on() ->
     assert precise_enough(tight, adaptive)
     assert not precise_enough(loose, adaptive)
     assert not precise_enough(tight[:3], adaptive)  # below min_samples
-    assert not precise_enough(tight, Protocol())  # adaptive off
+    assert not precise_enough(tight, Protocol(target_ci=0.0))  # adaptive off
 
 
 # --- the sampling loop: throttle retakes and placements (the CPU and CUDA paths share it) ---

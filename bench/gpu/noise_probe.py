@@ -49,7 +49,7 @@ def main() -> None:
     backend = torch_backend.TorchBackend()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     clocks = ClockReader("cuda:0")
-    protocol = Protocol(runs=RUNS, samples=8, target_sample_ms=1.0, idle_ratio=1.0)
+    protocol = Protocol(runs=RUNS, samples=8, target_sample_ms=1.0, idle_ratio=1.0, target_ci=0.0)
     original = torch_backend.rotation_copies
     report = {}
     for spec in CASES:

@@ -50,7 +50,7 @@ def prep(m: int, n: int, k: int, rotate_x: bool, rotate_out: bool) -> Prepared:
 
 def main() -> None:
     clocks = ClockReader("cuda:0")
-    protocol = Protocol(runs=RUNS, samples=8, target_sample_ms=1.0, idle_ratio=1.0)
+    protocol = Protocol(runs=RUNS, samples=8, target_sample_ms=1.0, idle_ratio=1.0, target_ci=0.0)
     variants = {
         "w": (False, False, False),
         "w+x": (True, False, False),

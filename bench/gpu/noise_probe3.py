@@ -44,7 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    base = Protocol(runs=RUNS, samples=8, target_sample_ms=1.0, idle_ratio=1.0)
+    base = Protocol(runs=RUNS, samples=8, target_sample_ms=1.0, idle_ratio=1.0, target_ci=0.0)
     variants = {"no_block": dataclasses.replace(base, launch_block_us=0.0), "block": base}
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     clocks = ClockReader("cuda:0")

@@ -92,7 +92,7 @@ def main() -> None:
     args = parser.parse_args()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     clocks = ClockReader(DEV)
-    protocol = Protocol(runs=RUNS, samples=8, target_sample_ms=1.0, idle_ratio=1.0)
+    protocol = Protocol(runs=RUNS, samples=8, target_sample_ms=1.0, idle_ratio=1.0, target_ci=0.0)
     backend = TorchBackend()
     report = []
     for dtype, m, n, k in SHAPES:

@@ -83,7 +83,8 @@ def main() -> None:
     parser.add_argument("--case-set", default="default")
     args = parser.parse_args()
     deadline = time.monotonic() + args.minutes * 60
-    base = Protocol(runs=args.runs, samples=8, target_sample_ms=1.0, idle_ratio=1.0)
+    # The fixed protocol (adaptive stopping off), the reference adaptive stopping must match.
+    base = Protocol(runs=args.runs, samples=8, target_sample_ms=1.0, idle_ratio=1.0, target_ci=0.0)
     if args.phase == "aa":
         canary = Canary(slow=CaseSelector.parse(CANARY), factor=CANARY_FACTOR)
         cfgs = {

@@ -126,7 +126,7 @@ def main() -> int:
     l2 = int(info.get("l2_bytes") or 0)
     log(f"device: {info.get('name')} sm {info.get('sm')} L2 {l2 / 1e6:.0f} MB")
     clocks = ClockReader(args.device, int(args.device.partition(":")[2] or 0))
-    protocol = Protocol(runs=1, samples=args.samples, warmup=2, idle_ratio=0.5)
+    protocol = Protocol(runs=1, samples=args.samples, warmup=2, idle_ratio=0.5, target_ci=0.0)
     plan = build_plan(OPS, case_set=args.case_set)
     cases: list[tuple[Case, str | None]] = [(c, None) for c in plan.cases]
     if not args.no_block_size_probe:

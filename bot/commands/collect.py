@@ -101,9 +101,9 @@ def collect(
         typer.Option(
             min=0.0,
             help="Adaptive stopping: a case stops once its 95%% half-width is at most this "
-            "(0.005 = 0.5%%); 0 turns it off.",
+            "(0.01 = 1%%); 0 turns it off (every case takes --runs runs).",
         ),
-    ] = 0.0,
+    ] = 0.01,
     min_runs: Annotated[
         int,
         typer.Option(
