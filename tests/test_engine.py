@@ -17,7 +17,7 @@ from collector.canary import Canary
 from collector.caseplan import CaseSelector
 from collector.engine import CollectConfig, run_collection
 from collector.errors import UserError
-from collector.record import CHECKPOINT, read_record
+from collector.record import CHECKPOINT, RunRecord, read_record
 from collector.timing import Protocol
 
 FAST = Protocol(runs=3, samples=3, warmup=1, target_sample_ms=0.5, idle_ratio=0.0)
@@ -48,19 +48,24 @@ def test_cpu_collection_writes_a_valid_record_and_records_failures(tmp_path: Pat
     assert rec.meta["versions"]["torch"]
 
 
-def test_rows_say_how_many_placements_and_retakes_their_runs_had(tmp_path: Path) -> None:
-    # Through worker processes and the checkpoint into the perf table: a short-kernel rule
-    # wide enough for the CPU gives every run two independently prepared buffer sets.
-    protocol = replace(FAST, samples=4, placements=2, placement_max_us=1e12)
+def _collect_smoke(tmp_path: Path, selector: str, protocol: Protocol) -> RunRecord:
+    """A real CPU collection of the smoke cases `selector` keeps, read back."""
     cfg = CollectConfig(
         out=tmp_path / "run",
         case_set="smoke",
-        case_filter=CaseSelector.parse("m=8,gemm_dtype=bfloat16"),
+        case_filter=CaseSelector.parse(selector),
         protocol=protocol,
         quiet=True,
     )
     run_collection(cfg)
-    rec = read_record(tmp_path / "run")
+    return read_record(tmp_path / "run")
+
+
+def test_rows_say_how_many_placements_and_retakes_their_runs_had(tmp_path: Path) -> None:
+    # Through worker processes and the checkpoint into the perf table: a short-kernel rule
+    # wide enough for the CPU gives every run two independently prepared buffer sets.
+    protocol = replace(FAST, samples=4, placements=2, placement_max_us=1e12)
+    rec = _collect_smoke(tmp_path, "m=8,gemm_dtype=bfloat16", protocol)
     perf = rec.perf["gemm"]
     assert perf.num_rows == 4
     assert set(perf.column("placements").to_pylist()) == {2}
@@ -69,22 +74,16 @@ def test_rows_say_how_many_placements_and_retakes_their_runs_had(tmp_path: Path)
     assert rec.meta["protocol"]["placements"] == 2
 
 
-@pytest.mark.parametrize(("target_ci", "runs_each"), [(0.5, 3), (1e-9, 6), (0.0, 6)])
+# 1e9: every interval is within it after `min_runs` (a 50% target was not always met by
+# three runs on a loaded CI machine); 1e-9: none is.
+@pytest.mark.parametrize(("target_ci", "runs_each"), [(1e9, 3), (1e-9, 6), (0.0, 6)])
 def test_adaptive_stopping_takes_min_runs_when_tight_and_the_cap_when_not(
     tmp_path: Path, target_ci: float, runs_each: int
 ) -> None:
     # On by default (target 1%): a case whose interval over run medians is tight after
     # `min_runs` leaves play; one that never gets tight takes every run; 0 turns it off.
     protocol = replace(FAST, runs=6, min_runs=3, target_ci=target_ci)
-    cfg = CollectConfig(
-        out=tmp_path / "run",
-        case_set="smoke",
-        case_filter=CaseSelector.parse("m=8,gemm_dtype=float32"),
-        protocol=protocol,
-        quiet=True,
-    )
-    run_collection(cfg)
-    rec = read_record(tmp_path / "run")
+    rec = _collect_smoke(tmp_path, "m=8,gemm_dtype=float32", protocol)
     assert rec.status == "complete"
     assert set(rec.perf["gemm"].column("runs").to_pylist()) == {runs_each}
     stopped_early = rec.perf["gemm"].num_rows if runs_each < 6 else 0
