@@ -37,7 +37,7 @@ class RunResult:
     wall_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "clock_mhz": list(self.clock_mhz)}
+        return dict(self.__dict__)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunResult:

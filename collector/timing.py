@@ -212,7 +212,6 @@ def measure_cpu(
     protocol: Protocol,
     slowdown: Slowdown | None,
     more: Callable[[], Prepared] | None = None,
-    clocks: ClockSource | None = None,
 ) -> RunSamples:
     if protocol.cpu_threads > 0:
         import torch
@@ -245,8 +244,7 @@ def measure_cpu(
         return (clock() - start) / 1e6, None
 
     mode = f"cpu-{protocol.cpu_clock}"
-    reader = clocks if clocks is not None else ClockReader("cpu")
-    return take_samples(time_sample, reader, protocol, inner, mode, len(sets))
+    return take_samples(time_sample, ClockReader("cpu"), protocol, inner, mode, len(sets))
 
 
 def _nominal_hz(torch: Any) -> float:
