@@ -30,7 +30,6 @@ class ClockReader:
     def __init__(self, device: str, index: int = 0) -> None:
         self._handle: Any = None
         self._nvml: Any = None
-        self.fastest_mhz: float | None = None
         if not device.startswith("cuda"):
             return
         try:
@@ -45,13 +44,6 @@ class ClockReader:
     @property
     def available(self) -> bool:
         return self._handle is not None
-
-    def note_measured(self, mhz: float) -> float:
-        """Keep the fastest SM clock measured on the GPU in this process; return it. It is
-        the reference a throttled sample is judged against: NVML's stated maximum would
-        flag every sample of a GPU whose clocks an administrator locked lower."""
-        self.fastest_mhz = max(self.fastest_mhz or 0.0, mhz)
-        return self.fastest_mhz
 
     def read(self) -> ClockReading:
         if self._handle is None:

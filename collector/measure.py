@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from collector.aggregate import RunResult
@@ -29,6 +29,10 @@ class MeasureContext:
     clocks: ClockReader
     canary: Canary | None = None
     worker: str = "main"
+    # The fastest SM clock measured for each case in this process: the reference of the
+    # clock floor (timing.Protocol.clock_floor), per case because heavy kernels sustain
+    # lower clocks than light ones.
+    case_clocks: dict[str, float] = field(default_factory=dict)
 
 
 def _spacer(ctx: MeasureContext, rng: random.Random) -> Any:
@@ -62,13 +66,25 @@ def _measure_once(ctx: MeasureContext, case: Case) -> tuple[RunSamples, str, int
     if ctx.device == "cpu":
         samples = measure_cpu(prepared, ctx.protocol, slowdown, another_placement)
     else:
-        samples = measure_cuda(prepared, ctx.protocol, ctx.clocks, slowdown, another_placement)
+        reference = ctx.case_clocks.get(case.key)
+        samples = measure_cuda(
+            prepared, ctx.protocol, ctx.clocks, slowdown, another_placement, reference
+        )
+        measured = [c for c in samples.clock_mhz if c is not None]
+        if measured:
+            ctx.case_clocks[case.key] = max([*measured, reference or 0.0])
     spacers.clear()  # the buffers of this run are freed with them, before the next run
     return samples, prepared.kernel_source, prepared.copies
 
 
+def mostly_throttled(samples: RunSamples) -> bool:
+    """Half or more of the run's samples throttled: its median is then a throttled sample.
+    Fewer throttled samples leave the median among the others (they were retaken first)."""
+    return 2 * sum(samples.throttled) >= max(1, len(samples.throttled))
+
+
 def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | FailureRecord:
-    """One run of one case. A run that saw throttling is redone after a cool-down (up to
+    """One run of one case. A run mostly throttled is redone after a cool-down (up to
     `protocol.max_redos` times): a throttled run measures the clock, not the kernel."""
     start = time.perf_counter()
     try:
@@ -76,7 +92,7 @@ def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | Failu
             ctx.canary.inject(case)
         samples, kernel, copies = _measure_once(ctx, case)
         redos = 0
-        while any(samples.throttled) and redos < ctx.protocol.max_redos:
+        while mostly_throttled(samples) and redos < ctx.protocol.max_redos:
             redos += 1
             time.sleep(ctx.protocol.cooldown_s)
             samples, kernel, copies = _measure_once(ctx, case)

@@ -19,11 +19,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 from typing import Protocol as Protocol_
 
 from collector.backends.base import Prepared
 from collector.device import ClockReader, ClockReading
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -40,24 +42,26 @@ class Protocol:
     # CUDA: spin this long before each timed region so that launches are queued before the
     # clock starts (0 disables it, the protocol before 2026-11-30).
     launch_block_us: float = 100.0
-    # CUDA: the SM clock is measured on the GPU around every sample (the spin before it, and
-    # one of `clock_probe_us` after it, run known cycle counts) and kept with the sample:
-    # NVML's readings refresh every few tens of ms and read 1980 MHz through 10-15%
-    # slowdowns of a 3.5 ms prefill (docs/benchmarks.md, session 5 and probe 7). With
-    # `clock_floor` > 0, a sample whose clock read below that fraction of the fastest
-    # measured in the process counts as throttled and is retaken. Off by default: on the
-    # H200 it cut the run-to-run spread of power-capped cases from 3-14% to 0.2-0.3% (probe
-    # 7), but flagged so many samples that every run used up its retakes, and what that
-    # costs in a whole collection (redone runs) is not yet measured.
+    # CUDA: the SM clock is measured on the GPU right after every sample (a spin of
+    # `clock_probe_us` that runs a known cycle count) and kept with the sample: NVML's
+    # readings refresh every few tens of ms and read 1980 MHz through 10-15% slowdowns of a
+    # 3.5 ms prefill (docs/benchmarks.md, session 5 and probe 7). A sample whose clock read
+    # below `clock_floor` times the fastest clock measured for its case (in earlier runs in
+    # this process and earlier samples of this run) counts as throttled and is retaken.
+    # Power-capped kernels' run-to-run spread fell from 0.7-4.8% to 0.06% (probe 9). The
+    # reference is per case: heavy GEMMs sustain ~5% less clock than light kernels, so a
+    # process-wide reference flagged every one of their samples (probes 7 and 9).
     clock_probe_us: float = 50.0
-    clock_floor: float = 0.0
+    clock_floor: float = 0.95
     # Idle time after each sample, as a multiple of the sample's duration.
     idle_ratio: float = 1.0
     use_graphs: bool = True
-    # A throttled sample is retaken after `retake_cooldown_s`, at most `max_retakes` times per
-    # run; a run still throttled after that is redone after `cooldown_s`, `max_redos` times.
+    # A throttled sample is retaken after `retake_cooldown_s` (50 ms restored the clock of
+    # every power-capped case in probe 9), at most `max_retakes` times per run. A run with
+    # half or more of its samples still throttled after that, whose median is therefore a
+    # throttled sample, is redone after `cooldown_s`, up to `max_redos` times.
     max_retakes: int = 8
-    retake_cooldown_s: float = 0.25
+    retake_cooldown_s: float = 0.05
     max_redos: int = 2
     cooldown_s: float = 2.0
     # Independent buffer sets per run for kernels whose pilot is under `placement_max_us`;
@@ -66,13 +70,15 @@ class Protocol:
     placements: int = 4
     placement_max_us: float = 50.0
     spacer_max_mib: int = 256
+    # "upfront": every set is built before the first sample; "between": each when sampling
+    # first reaches it (see LazySets; an experiment for probe 11, not validated).
+    placement_order: str = "upfront"
     # Adaptive stopping: after `min_runs`, a case leaves play once the relative half-width
-    # of its 95% interval (over per-run medians) is at most `target_ci`. On by default: it
-    # reached the fixed 10-run protocol's A/A result at half its device time (below); 0
-    # turns it off and every case takes `runs` runs.
-    # Replayed on an H200 A/A of 9 runs with placements, 3 runs / 1% / 4 samples took half
-    # the device time at the same A/A result (docs/benchmarks.md, session 5). Before
-    # placements, 3-run intervals were too narrow (2.2% of A/A cases flagged, session 3).
+    # of its 95% interval (over per-run medians) is at most `target_ci`. On by default; 0
+    # turns it off and every case takes `runs` runs. On the H200 a live A/A with these
+    # defaults flagged no case of 321 and cost 0.44-0.47 device s per case, against 1.17 s
+    # for the fixed 10-run protocol (docs/benchmarks.md, session 6). Before placements,
+    # 3-run intervals were too narrow (2.2% of A/A cases flagged, session 3).
     min_runs: int = 3
     target_ci: float = 0.01
     # With adaptive stopping, a run may also stop sampling after this many samples once its
@@ -155,7 +161,7 @@ def take_samples(
     timing_mode: str,
     placements: int = 1,
     sleep: Callable[[float], None] = time.sleep,
-    reference_mhz: Callable[[], float | None] = lambda: None,
+    reference_mhz: float | None = None,
 ) -> RunSamples:
     """The sampling loop shared by the CPU and CUDA paths.
 
@@ -163,15 +169,19 @@ def take_samples(
     and returns its elapsed ms and the SM clock measured around it (None if not measured).
     Each sample is followed by idle time as long as itself. A sample taken while the GPU
     throttled (NVML's reasons, or a measured clock under `clock_floor` times the fastest
-    clock measured so far, `reference_mhz()`) is retaken after `retake_cooldown_s` instead
-    of redoing the whole run, up to `max_retakes` times per run.
+    clock measured for this case: `reference_mhz` from earlier runs, or an earlier sample of
+    this run) is retaken after `retake_cooldown_s` instead of redoing the whole run, up to
+    `max_retakes` times per run.
     """
     out = RunSamples([], [], [], [], inner, timing_mode, 0, placements)
+    fastest = reference_mhz or 0.0
     for slot in range(protocol.samples):
         while True:
             elapsed_ms, measured = time_sample(slot)
             reading = clocks.read()
-            reference = reference_mhz()
+            reference = fastest
+            if measured is not None:
+                fastest = max(fastest, measured)
             slow_clock = bool(
                 measured is not None
                 and reference
@@ -201,6 +211,31 @@ def placement_of(slot: int, placements: int, samples: int) -> int:
     return min(placements - 1, slot * placements // max(1, samples))
 
 
+class LazySets(Generic[T]):
+    """The buffer sets of a run: all built before the first sample (`upfront`, the order
+    validated on the H200), or each when sampling first reaches it.
+
+    Building a set (allocating behind a spacer, capturing its graph) moves a state of the
+    GPU's memory system that sets the speed of small GEMMs for every set, graphs captured
+    earlier included (probe 10: graphs replayed across runs kept one level until another
+    run allocated, then moved to another). Built up front, the sets of a run share the
+    last state, so a run measures one draw of it; built between samples, each set might be
+    timed under its own (`Protocol.placement_order`, "between": not yet validated).
+    """
+
+    def __init__(self, first: T, count: int, build: Callable[[], T], upfront: bool) -> None:
+        self.count = count
+        self._built = [first]
+        self._build = build
+        if upfront:
+            self[count - 1]
+
+    def __getitem__(self, which: int) -> T:
+        while len(self._built) <= which:
+            self._built.append(self._build())
+        return self._built[which]
+
+
 def _spin(clock: Callable[[], int], ns: int) -> None:
     end = clock() + ns
     while clock() < end:
@@ -225,17 +260,20 @@ def measure_cpu(
         prepared.call(i)
     pilot_ms = (clock() - t0) / 3e6
     inner = choose_inner(pilot_ms, protocol)
-    sets = [prepared]
-    if more is not None:
-        for _ in range(placements_for(pilot_ms, protocol) - 1):
-            extra = more()
-            for i in range(protocol.warmup):
-                extra.call(i)
-            sets.append(extra)
+
+    def another() -> Prepared:
+        assert more is not None
+        extra = more()
+        for i in range(protocol.warmup):
+            extra.call(i)
+        return extra
+
+    count = placements_for(pilot_ms, protocol) if more is not None else 1
+    sets = LazySets(prepared, count, another, protocol.placement_order == "upfront")
     delay_ns = int((slowdown.factor - 1.0) * pilot_ms * 1e6) if slowdown else 0
 
     def time_sample(slot: int) -> tuple[float, float | None]:
-        call = sets[placement_of(slot, len(sets), protocol.samples)].call
+        call = sets[placement_of(slot, sets.count, protocol.samples)].call
         start = clock()
         for i in range(inner):
             call(i)
@@ -244,7 +282,7 @@ def measure_cpu(
         return (clock() - start) / 1e6, None
 
     mode = f"cpu-{protocol.cpu_clock}"
-    return take_samples(time_sample, ClockReader("cpu"), protocol, inner, mode, len(sets))
+    return take_samples(time_sample, ClockReader("cpu"), protocol, inner, mode, sets.count)
 
 
 def _nominal_hz(torch: Any) -> float:
@@ -260,6 +298,7 @@ def measure_cuda(
     clocks: ClockReader,
     slowdown: Slowdown | None,
     more: Callable[[], Prepared] | None = None,
+    reference_mhz: float | None = None,
 ) -> RunSamples:
     import torch
 
@@ -297,10 +336,6 @@ def measure_cuda(
     if slowdown is not None:
         sleep_cycles = int((slowdown.factor - 1.0) * pilot_ms / 1e3 * hz)
 
-    sets = [prepared]
-    if more is not None:
-        sets += [more() for _ in range(placements_for(pilot_ms, protocol) - 1)]
-
     def body_of(p: Prepared) -> Callable[[], None]:
         def body() -> None:
             for i in range(inner):
@@ -310,43 +345,56 @@ def measure_cuda(
 
         return body
 
-    replays = [body_of(p) for p in sets]
-    mode = "eager"
-    if protocol.use_graphs and all(p.graphable for p in sets):
-        graphs = []
-        for p in sets:
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                body_of(p)()
-            graphs.append(graph)
-        replays = [g.replay for g in graphs]
-        mode = "graph"
-        for replay in replays:
-            for _ in range(protocol.warmup):
-                replay()
+    graphed = protocol.use_graphs and prepared.graphable
+    mode = "graph" if graphed else "eager"
+
+    def replay_of(p: Prepared) -> Callable[[], None]:
+        if not graphed:
+            return body_of(p)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            body_of(p)()
+        for _ in range(protocol.warmup):
+            graph.replay()
         torch.cuda.synchronize()
+        return graph.replay
+
+    # A graph holds no reference to the tensors it reads and writes: keep every set's
+    # buffers alive until the run ends, or a later set reuses their memory under it.
+    held = [prepared]
+
+    def another() -> Callable[[], None]:
+        assert more is not None
+        held.append(more())
+        return replay_of(held[-1])
+
+    count = placements_for(pilot_ms, protocol) if more is not None else 1
+    upfront = protocol.placement_order == "upfront"
+    replays = LazySets(replay_of(prepared), count, another, upfront)
     current = [0]
-    # Clock probes: a lead spin keeps the GPU busy while the host queues `before` and the
-    # launch spin, so that they and `start` run back to back; the tail spin follows the
-    # sample the same way. Each spin runs a known number of SM cycles, so cycles / elapsed
-    # us is the clock in MHz (about 1% low: the gap between two kernels is inside it).
-    lead_cycles = int(50e-6 * hz) if block_cycles > 0 else 0
+    # The clock probe: a spin of known SM cycles right after the sample, timed by events,
+    # so cycles / elapsed us is the clock in MHz (about 1% low: the gap between two
+    # kernels is inside it). Without it (`clock_probe_us` 0), the launch spin is timed
+    # instead, behind a lead spin that keeps the GPU busy while the host queues it. The
+    # probe after the sample is the one kept: the one before follows the host's idle time,
+    # when clocks ramp, and flagged twice as many samples of light kernels (probe 9).
     tail_cycles = int(protocol.clock_probe_us * 1e-6 * hz)
+    lead_cycles = int(50e-6 * hz) if block_cycles > 0 and tail_cycles == 0 else 0
     before = torch.cuda.Event(enable_timing=True)
     after = torch.cuda.Event(enable_timing=True)
 
     def time_sample(slot: int) -> tuple[float, float | None]:
-        which = placement_of(slot, len(replays), protocol.samples)
+        which = placement_of(slot, replays.count, protocol.samples)
         replay = replays[which]
         if which != current[0]:
             # Another buffer set: one untimed replay first, so that it starts as warm in
             # the cache as a set sampled back to back would.
             replay()
             current[0] = which
-        if block_cycles > 0:
+        if lead_cycles > 0:
             torch.cuda._sleep(lead_cycles)
             before.record()
-            block()
+        block()
         start.record()
         replay()
         end.record()
@@ -356,15 +404,12 @@ def measure_cuda(
             after.synchronize()
         else:
             end.synchronize()
-        measured = []
-        if block_cycles > 0:
-            measured.append(block_cycles / (float(before.elapsed_time(start)) * 1e3))
+        elapsed = float(start.elapsed_time(end))
         if tail_cycles > 0:
-            measured.append(tail_cycles / (float(end.elapsed_time(after)) * 1e3))
-        if not measured:
-            return float(start.elapsed_time(end)), None
-        clocks.note_measured(max(measured))
-        return float(start.elapsed_time(end)), min(measured)
+            return elapsed, tail_cycles / (float(end.elapsed_time(after)) * 1e3)
+        if lead_cycles > 0:
+            return elapsed, block_cycles / (float(before.elapsed_time(start)) * 1e3)
+        return elapsed, None
 
     return take_samples(
         time_sample,
@@ -372,6 +417,6 @@ def measure_cuda(
         protocol,
         inner,
         mode,
-        len(sets),
-        reference_mhz=lambda: clocks.fastest_mhz,
+        replays.count,
+        reference_mhz=reference_mhz,
     )

@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from collector.backends.base import Prepared
 from collector.device import ClockReading
+from collector.measure import mostly_throttled
 from collector.timing import (
     Protocol,
+    RunSamples,
     choose_inner,
     measure_cpu,
     placement_of,
@@ -166,6 +168,23 @@ def test_a_sample_whose_measured_clock_fell_is_retaken_though_nvml_saw_nothing()
     # Session 5: a 3.5 ms prefill ran 10-15% slow while NVML's stale readings said 1980 MHz.
     protocol = Protocol(samples=3, clock_floor=0.95, idle_ratio=0.0)
     _, time_sample = _timer([3.5, 4.0, 3.5, 3.5], [1960.0, 1700.0, 1955.0, 1962.0])
+    run = take_samples(time_sample, ScriptedClocks([]), protocol, 1, "graph", sleep=lambda s: None)
+    # No earlier run: the first sample sets the reference, the second falls under it.
+    assert run.ms == [3.5, 3.5, 3.5] and run.retakes == 1
+    assert run.clock_mhz == [1960.0, 1955.0, 1962.0]
+    # With the floor off, NVML alone decides.
+    _, time_sample = _timer([3.5, 4.0, 3.5], [1960.0, 1700.0, 1955.0])
+    off = replace(protocol, clock_floor=0.0)
+    run = take_samples(time_sample, ScriptedClocks([]), off, 1, "graph", sleep=lambda s: None)
+    assert run.retakes == 0 and run.ms == [3.5, 4.0, 3.5]
+
+
+def test_the_clock_floor_is_relative_to_the_cases_own_fastest_clock() -> None:
+    # Probe 9: a heavy GEMM sustains ~1790 MHz where light kernels reach 1875; judged
+    # against 1875, every one of its samples was retaken. Against its own best, none is.
+    protocol = Protocol(samples=4, clock_floor=0.95, idle_ratio=0.0)
+    heavy = [1790.0, 1781.0, 1798.0, 1786.0]
+    _, time_sample = _timer([46.1] * 4, heavy)
     run = take_samples(
         time_sample,
         ScriptedClocks([]),
@@ -173,20 +192,72 @@ def test_a_sample_whose_measured_clock_fell_is_retaken_though_nvml_saw_nothing()
         1,
         "graph",
         sleep=lambda s: None,
-        reference_mhz=lambda: 1980.0,
+        reference_mhz=1798.0,
     )
-    assert run.ms == [3.5, 3.5, 3.5] and run.retakes == 1
-    assert run.clock_mhz == [1960.0, 1955.0, 1962.0]
-    # Without a known maximum, or with the floor off, NVML alone decides.
-    for floor, fastest in ((0.95, None), (0.0, 1980.0)):
-        _, time_sample = _timer([3.5, 4.0, 3.5], [1960.0, 1700.0, 1955.0])
-        run = take_samples(
-            time_sample,
-            ScriptedClocks([]),
-            replace(protocol, clock_floor=floor),
-            1,
-            "graph",
-            sleep=lambda s: None,
-            reference_mhz=lambda fastest=fastest: fastest,  # type: ignore[misc]
-        )
-        assert run.retakes == 0 and run.ms == [3.5, 4.0, 3.5]
+    assert run.retakes == 0
+    # A power-capped sample of the same case (1550 MHz) is retaken; the reference from
+    # earlier runs counts from the first sample on.
+    _, time_sample = _timer([47.6, 46.1, 46.0, 46.1, 46.2], [1550.0, *heavy])
+    run = take_samples(
+        time_sample,
+        ScriptedClocks([]),
+        protocol,
+        1,
+        "graph",
+        sleep=lambda s: None,
+        reference_mhz=1798.0,
+    )
+    assert run.retakes == 1 and run.ms == [46.1, 46.0, 46.1, 46.2]
+
+
+def test_a_run_is_redone_only_when_its_median_is_a_throttled_sample() -> None:
+    def run_with(flags: list[bool]) -> RunSamples:
+        n = len(flags)
+        return RunSamples([1.0] * n, [None] * n, [None] * n, flags, 1, "graph")
+
+    assert not mostly_throttled(run_with([False] * 8))
+    # Three of eight left throttled once retakes ran out: the median is among the others.
+    assert not mostly_throttled(run_with([True] * 3 + [False] * 5))
+    assert mostly_throttled(run_with([True] * 4 + [False] * 4))
+    assert mostly_throttled(run_with([True]))
+
+
+def _order_of_builds(order: str) -> list[str]:
+    events: list[str] = []
+
+    def prepared(tag: int) -> Prepared:
+        return Prepared(call=lambda i: events.append(f"call {tag}"), copies=1, kernel_source="p")
+
+    built = [0]
+
+    def more() -> Prepared:
+        built[0] += 1
+        events.append(f"build {built[0]}")
+        return prepared(built[0])
+
+    protocol = Protocol(
+        samples=8,
+        warmup=1,
+        placements=4,
+        placement_max_us=1e12,
+        idle_ratio=0.0,
+        max_inner=1,
+        placement_order=order,
+    )
+    run = measure_cpu(prepared(0), protocol, None, more)
+    assert run.placements == 4 and len(run.ms) == 8 and built[0] == 3
+    return events
+
+
+def test_placements_are_built_before_sampling_or_when_sampling_reaches_them() -> None:
+    # Upfront (shipped): every set exists before the first sample, so set 0 is sampled
+    # after the last build. Between: set 0's samples come before set 1 is built, and
+    # each later set is built right before its own samples.
+    upfront = _order_of_builds("upfront")
+    last_build = upfront.index("build 3")
+    assert "call 0" in upfront[last_build:]
+    between = _order_of_builds("between")
+    first_build = between.index("build 1")
+    assert between[first_build - 2 : first_build] == ["call 0", "call 0"]
+    assert "call 0" not in between[first_build:]
+    assert between.index("build 2") > max(i for i, e in enumerate(between) if e == "call 1")

@@ -115,7 +115,9 @@ def collect(
     max_redos: Annotated[
         int,
         typer.Option(
-            min=0, help="Redo a run this many times at most when it still throttled after retakes."
+            min=0,
+            help="Redo a run this many times at most when half or more of its samples "
+            "stayed throttled after retakes (its median would be a throttled sample).",
         ),
     ] = 2,
     max_retakes: Annotated[
@@ -129,10 +131,11 @@ def collect(
         typer.Option(
             min=0.0,
             max=1.0,
-            help="Retake a sample whose SM clock, measured on the GPU around it, fell below "
-            "this fraction of the fastest seen (0: NVML's throttle reasons alone decide).",
+            help="Retake a sample whose SM clock, measured on the GPU right after it, fell "
+            "below this fraction of the fastest measured for its case (0: NVML's throttle "
+            "reasons alone decide).",
         ),
-    ] = 0.0,
+    ] = 0.95,
     placements: Annotated[
         int,
         typer.Option(
