@@ -3,6 +3,10 @@
 Run on the GPU machine from the repo root:
     PYTHONUNBUFFERED=1 python3 -m bench.gpu.protocol_session --phase aa --out $OUT/aa
     PYTHONUNBUFFERED=1 python3 -m bench.gpu.protocol_session --phase adaptive --out $OUT/ad
+    PYTHONUNBUFFERED=1 python3 -m bench.gpu.protocol_session --phase default --out $OUT/df
+    PYTHONUNBUFFERED=1 python3 -m bench.gpu.protocol_session --phase fixed --out $OUT/fx
+`default` runs A, B and the canary C with the shipped Protocol() (what `collectbot collect`
+does); `fixed` runs one collection F with adaptive stopping off, for the cost reference.
 Collections are driven round by round in rotating order (A B C, B C A, ...), the schedule
 that keeps drift from posing as a change. Analyse the run records offline with
 `python -m bench.gpu.analyse`.
@@ -71,7 +75,7 @@ def drive(collections: dict[str, Collection], runs: int, deadline: float) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--phase", choices=("aa", "adaptive"), required=True)
+    parser.add_argument("--phase", choices=("aa", "adaptive", "default", "fixed"), required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--runs", type=int, default=Protocol.runs)
     parser.add_argument("--minutes", type=float, default=8.0)
@@ -94,6 +98,15 @@ def main() -> None:
         if not args.no_canary:
             # The canary's slowed cases are all GEMMs: C times the GEMMs only.
             cfgs["C"] = _cfg(args.out / "C", base, args.device, args.case_set, canary, ("gemm",))
+    elif args.phase == "default":
+        shipped = Protocol()
+        cfgs = {name: _cfg(args.out / name, shipped, args.device, args.case_set) for name in "AB"}
+        if not args.no_canary:
+            canary = Canary(slow=CaseSelector.parse(CANARY), factor=CANARY_FACTOR)
+            cfgs["C"] = _cfg(args.out / "C", shipped, args.device, args.case_set, canary, ("gemm",))
+    elif args.phase == "fixed":
+        fixed = Protocol(target_ci=0.0)
+        cfgs = {"F": _cfg(args.out / "F", fixed, args.device, args.case_set)}
     else:
         adaptive = Protocol(
             runs=args.adaptive_cap,
@@ -109,7 +122,7 @@ def main() -> None:
     collections = {name: Collection(cfg) for name, cfg in cfgs.items()}
     startup = time.monotonic() - t0
     print(f"started {len(collections)} collections in {startup:.1f} s", flush=True)
-    rounds = args.adaptive_cap if args.phase == "adaptive" else args.runs
+    rounds = {"adaptive": args.adaptive_cap, "default": Protocol.runs}.get(args.phase, args.runs)
     seconds = drive(collections, rounds, deadline)
     for c in collections.values():
         c.finish("complete" if time.monotonic() < deadline else "partial")
