@@ -7,6 +7,8 @@ Run on the GPU machine from the repo root:
     PYTHONUNBUFFERED=1 python3 -m bench.gpu.protocol_session --phase fixed --out $OUT/fx
 `default` runs A, B and the canary C with the shipped Protocol() (what `collectbot collect`
 does); `fixed` runs one collection F with adaptive stopping off, for the cost reference.
+`--placement-order between` builds each placement when sampling reaches it, in every
+collection (the experiment of noise probe 11).
 Collections are driven round by round in rotating order (A B C, B C A, ...), the schedule
 that keeps drift from posing as a change. Analyse the run records offline with
 `python -m bench.gpu.analyse`.
@@ -85,10 +87,19 @@ def main() -> None:
     parser.add_argument("--min-runs", type=int, default=Protocol.min_runs)
     parser.add_argument("--no-canary", action="store_true")
     parser.add_argument("--case-set", default="default")
+    parser.add_argument("--placement-order", choices=("upfront", "between"), default="upfront")
     args = parser.parse_args()
     deadline = time.monotonic() + args.minutes * 60
     # The fixed protocol (adaptive stopping off), the reference adaptive stopping must match.
-    base = Protocol(runs=args.runs, samples=8, target_sample_ms=1.0, idle_ratio=1.0, target_ci=0.0)
+    order = args.placement_order  # one placement order for every collection
+    base = Protocol(
+        runs=args.runs,
+        samples=8,
+        target_sample_ms=1.0,
+        idle_ratio=1.0,
+        target_ci=0.0,
+        placement_order=order,
+    )
     if args.phase == "aa":
         canary = Canary(slow=CaseSelector.parse(CANARY), factor=CANARY_FACTOR)
         cfgs = {
@@ -99,13 +110,13 @@ def main() -> None:
             # The canary's slowed cases are all GEMMs: C times the GEMMs only.
             cfgs["C"] = _cfg(args.out / "C", base, args.device, args.case_set, canary, ("gemm",))
     elif args.phase == "default":
-        shipped = Protocol()
+        shipped = Protocol(placement_order=order)
         cfgs = {name: _cfg(args.out / name, shipped, args.device, args.case_set) for name in "AB"}
         if not args.no_canary:
             canary = Canary(slow=CaseSelector.parse(CANARY), factor=CANARY_FACTOR)
             cfgs["C"] = _cfg(args.out / "C", shipped, args.device, args.case_set, canary, ("gemm",))
     elif args.phase == "fixed":
-        fixed = Protocol(target_ci=0.0)
+        fixed = Protocol(target_ci=0.0, placement_order=order)
         cfgs = {"F": _cfg(args.out / "F", fixed, args.device, args.case_set)}
     else:
         adaptive = Protocol(
@@ -116,6 +127,7 @@ def main() -> None:
             min_runs=args.min_runs,  # sessions 2 and 3 ran with 3
             target_ci=0.01,
             min_samples=4,
+            placement_order=order,
         )
         cfgs = {name: _cfg(args.out / name, adaptive, args.device, args.case_set) for name in "AB"}
     t0 = time.monotonic()
