@@ -14,12 +14,12 @@ the buffers does not remove it. Variants, interleaved run by run:
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
+
+from .probe_kit import DEVICE, cases_by_key, l2_bytes, probe_args, run_spread, save
 
 CASES = [
     "gemm:gemm_dtype=fp8,m=64,n=8192,k=4096",
@@ -58,19 +58,12 @@ def main() -> None:
     import torch
 
     from collector.backends.torch_backend import TorchBackend
-    from collector.caseplan import build_plan
     from collector.device import ClockReader
     from collector.measure import MeasureContext, _measure_once
     from collector.timing import Protocol
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=16)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    dev = "cuda:0"
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    by_key = {c.key: c for c in build_plan(("gemm",), case_set="default").cases}
-    cases = [by_key[k] for k in CASES if k in by_key]
+    args = probe_args(runs=16)
+    dev, l2, cases = DEVICE, l2_bytes(), cases_by_key(CASES)
     base = Protocol(target_ci=0.0)
     backend = TorchBackend()
     ctx = MeasureContext(backend, dev, base, l2, ClockReader(dev))
@@ -104,14 +97,10 @@ def main() -> None:
         summary: dict[str, Any] = {"case": case.key, "inner": inner}
         for name, rs in runs.items():
             meds = [statistics.median(r) for r in rs]
-            summary[name] = {
-                "run_medians_us": [round(m, 3) for m in meds],
-                "run_sd_pct": round(statistics.stdev(meds) / statistics.median(meds) * 100, 2),
-            }
+            summary[name] = {"run_medians_us": [round(m, 3) for m in meds], **run_spread(meds)}
         print(json.dumps(summary), flush=True)
         report.append({"summary": summary, "runs": runs})
-        if args.out:
-            args.out.write_text(json.dumps(report, indent=1))
+        save(report, args.out)
         del graphs, sets
         torch.cuda.empty_cache()
 

@@ -19,13 +19,13 @@ of one eager call (torch.profiler), so that levels can be matched to a kernel or
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import Any
+
+from .probe_kit import DEVICE, cases_by_key, l2_bytes, probe_args, run_spread, save
 
 CASES = [
     "gemm:gemm_dtype=bfloat16,m=256,n=4096,k=8192",
@@ -68,21 +68,14 @@ def main() -> None:
     import torch
 
     from collector.backends.torch_backend import TorchBackend
-    from collector.caseplan import build_plan
     from collector.device import ClockReader
     from collector.measure import MeasureContext, _measure_once
     from collector.timing import Protocol, measure_cuda
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=16)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    dev = "cuda:0"
+    args = probe_args(runs=16)
+    dev, l2, cases = DEVICE, l2_bytes(), cases_by_key(CASES)
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    by_key = {c.key: c for c in build_plan(("gemm",), case_set="default").cases}
-    cases = [by_key[k] for k in CASES if k in by_key]
     base = Protocol(target_ci=0.0)  # every run takes all its samples
     backend = TorchBackend()
     clocks = ClockReader(dev)
@@ -120,15 +113,10 @@ def main() -> None:
         summary: dict[str, Any] = {"case": case.key}
         for n in names:
             meds = [r["median_us"] for r in runs[n]]
-            summary[n] = {
-                "run_medians_us": meds,
-                "spread_pct": round((max(meds) / min(meds) - 1) * 100, 2),
-                "run_sd_pct": round(statistics.stdev(meds) / statistics.median(meds) * 100, 2),
-            }
+            summary[n] = {"run_medians_us": meds, **run_spread(meds)}
         print(json.dumps(summary), flush=True)
         report.append({"summary": summary, "runs": runs})
-        if args.out:  # after every case: a probe cut short keeps what it measured
-            args.out.write_text(json.dumps(report, indent=1))
+        save(report, args.out)
         del fixed
         torch.cuda.empty_cache()
 

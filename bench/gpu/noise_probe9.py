@@ -27,35 +27,25 @@ still exist; `floor_tail` is the shipped floor apart from its per-case reference
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from .noise_probe7 import TAIL
+from .probe_kit import DEVICE, cases_by_key, l2_bytes, probe_args, run_spread, save
 
 
 def main() -> None:
-    import torch
-
     from collector.backends.torch_backend import TorchBackend
-    from collector.caseplan import build_plan
     from collector.device import ClockReader
     from collector.measure import MeasureContext, _measure_once
     from collector.timing import Protocol
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=12)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    dev = "cuda:0"
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    plan = build_plan(("gemm", "context_attention"), case_set="default").cases
-    by_key = {c.key: c for c in plan}
-    cases = [by_key[k] for k in TAIL if k in by_key]
+    args = probe_args(runs=12)
+    dev, l2 = DEVICE, l2_bytes()
+    cases = cases_by_key(TAIL, ("gemm", "context_attention"))
     base = Protocol(target_ci=0.0)  # every run takes all its samples
     floor = replace(base, clock_floor=0.95, retake_cooldown_s=0.05)
     variants = {
@@ -90,16 +80,13 @@ def main() -> None:
         for n in names:
             meds = [r["median_us"] for r in runs[n]]
             summary[n] = {
-                "median_us": round(statistics.median(meds), 3),
-                "spread_pct": round((max(meds) / min(meds) - 1) * 100, 2),
-                "run_sd_pct": round(statistics.stdev(meds) / statistics.median(meds) * 100, 2),
+                **run_spread(meds),
                 "retakes": sum(r["retakes"] for r in runs[n]),
                 "wall_s_per_run": round(statistics.mean(r["wall_s"] for r in runs[n]), 4),
             }
         print(json.dumps(summary), flush=True)
         report.append({"summary": summary, "runs": runs})
-        if args.out:  # after every case: a probe cut short keeps what it measured
-            args.out.write_text(json.dumps(report, indent=1))
+        save(report, args.out)
 
 
 if __name__ == "__main__":
