@@ -73,7 +73,7 @@ def config_from_json(data: Any, source: str = "config") -> CollectConfig:
     if "protocol" in values:
         try:
             kwargs["protocol"] = Protocol(**values["protocol"])
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise UserError(f"{source}: field 'protocol': {exc}") from None
     if "canary" in values:
         kwargs["canary"] = Canary.from_json(values["canary"])

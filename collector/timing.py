@@ -26,6 +26,7 @@ from collector.backends.base import Prepared
 from collector.device import ClockReader, ClockReading
 
 T = TypeVar("T")
+PLACEMENT_ORDERS = ("upfront", "between")
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,12 @@ class Protocol:
     # Intra-op threads on the CPU path (0: torch's default). One thread keeps CPU timings
     # reproducible on small, shared machines.
     cpu_threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.placement_order not in PLACEMENT_ORDERS:
+            raise ValueError(
+                f"placement_order {self.placement_order!r} is not one of {PLACEMENT_ORDERS}"
+            )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

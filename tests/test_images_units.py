@@ -134,6 +134,9 @@ def test_config_round_trips(tmp_path: Path) -> None:
         config_from_json({**data, "gpus": 2})
     with pytest.raises(UserError, match="not a collectbot collection config"):
         config_from_json({"out": "x"})
+    bad_order = {**data, "protocol": {**data["protocol"], "placement_order": "sideways"}}
+    with pytest.raises(UserError, match="field 'protocol': placement_order 'sideways'"):
+        config_from_json(bad_order)
     with pytest.raises(TypeError, match=r"CollectConfig\.out: cannot encode object"):
         config_to_json(replace(cfg, out=object()))  # type: ignore[arg-type]
 
