@@ -173,7 +173,7 @@ def take_samples(
     """The sampling loop shared by the CPU and CUDA paths.
 
     `time_sample(s)` times sample `s` (all `inner` calls, on placement `placement_of(s)`)
-    and returns its elapsed ms and the SM clock measured around it (None if not measured).
+    and returns its elapsed ms and the SM clock measured right after it (None if not measured).
     Each sample is followed by idle time as long as itself. A sample taken while the GPU
     throttled (NVML's reasons, or a measured clock under `clock_floor` times the fastest
     clock measured for this case: `reference_mhz` from earlier runs, or an earlier sample of

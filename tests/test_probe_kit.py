@@ -11,7 +11,7 @@ import pytest
 from bench.gpu.draws_projection import collect, project
 from bench.gpu.noise_probe7 import TAIL
 from bench.gpu.noise_probe10 import CASES
-from bench.gpu.probe_kit import cases_by_key, run_spread, save
+from bench.gpu.probe_kit import cases_by_key, run_spread, save, summarise
 from collector.timing import Protocol
 
 
@@ -20,6 +20,13 @@ def test_run_spread_is_relative_to_the_median_of_the_runs() -> None:
     assert spread["median_us"] == 10.5
     assert spread["spread_pct"] == 10.0  # 11 / 10
     assert spread["run_sd_pct"] == pytest.approx(0.5 / 10.5 * 100, abs=0.01)
+
+
+def test_summarise_takes_each_runs_median_before_the_spread() -> None:
+    summary = summarise({"a": [[10.0, 10.0, 99.0], [11.0, 11.0, 0.0]], "b": [[5.0], [5.0]]})
+    assert summary["a"]["run_medians_us"] == [10.0, 11.0]  # outlier samples do not count
+    assert summary["a"]["spread_pct"] == 10.0
+    assert summary["b"]["run_sd_pct"] == 0.0
 
 
 def test_every_probed_case_is_still_in_the_default_plan() -> None:

@@ -184,29 +184,23 @@ def test_the_clock_floor_is_relative_to_the_cases_own_fastest_clock() -> None:
     # against 1875, every one of its samples was retaken. Against its own best, none is.
     protocol = Protocol(samples=4, clock_floor=0.95, idle_ratio=0.0)
     heavy = [1790.0, 1781.0, 1798.0, 1786.0]
-    _, time_sample = _timer([46.1] * 4, heavy)
-    run = take_samples(
-        time_sample,
-        ScriptedClocks([]),
-        protocol,
-        1,
-        "graph",
-        sleep=lambda s: None,
-        reference_mhz=1798.0,
-    )
-    assert run.retakes == 0
+
+    def sampled(times: list[float], clocks_mhz: list[float]) -> RunSamples:
+        _, time_sample = _timer(times, clocks_mhz)
+        return take_samples(
+            time_sample,
+            ScriptedClocks([]),
+            protocol,
+            1,
+            "graph",
+            sleep=lambda s: None,
+            reference_mhz=1798.0,
+        )
+
+    assert sampled([46.1] * 4, heavy).retakes == 0
     # A power-capped sample of the same case (1550 MHz) is retaken; the reference from
     # earlier runs counts from the first sample on.
-    _, time_sample = _timer([47.6, 46.1, 46.0, 46.1, 46.2], [1550.0, *heavy])
-    run = take_samples(
-        time_sample,
-        ScriptedClocks([]),
-        protocol,
-        1,
-        "graph",
-        sleep=lambda s: None,
-        reference_mhz=1798.0,
-    )
+    run = sampled([47.6, 46.1, 46.0, 46.1, 46.2], [1550.0, *heavy])
     assert run.retakes == 1 and run.ms == [46.1, 46.0, 46.1, 46.2]
 
 

@@ -15,11 +15,10 @@ the buffers does not remove it. Variants, interleaved run by run:
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from typing import Any
 
-from .probe_kit import DEVICE, cases_by_key, l2_bytes, probe_args, run_spread, save
+from .probe_kit import DEVICE, cases_by_key, l2_bytes, probe_args, save, summarise
 
 CASES = [
     "gemm:gemm_dtype=fp8,m=64,n=8192,k=4096",
@@ -95,9 +94,7 @@ def main() -> None:
                     ms = fixed_run(graphs, inner, spin, base.samples)
                     runs[name].append([round(x, 3) for x in ms])
         summary: dict[str, Any] = {"case": case.key, "inner": inner}
-        for name, rs in runs.items():
-            meds = [statistics.median(r) for r in rs]
-            summary[name] = {"run_medians_us": [round(m, 3) for m in meds], **run_spread(meds)}
+        summary.update(summarise(runs))
         print(json.dumps(summary), flush=True)
         report.append({"summary": summary, "runs": runs})
         save(report, args.out)

@@ -14,12 +14,11 @@ later while their graphs still used them: an illegal memory access on the third 
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import replace
 from typing import Any
 
 from .noise_probe10 import CASES
-from .probe_kit import DEVICE, cases_by_key, l2_bytes, probe_args, run_spread, save
+from .probe_kit import DEVICE, cases_by_key, l2_bytes, probe_args, save, summarise
 
 
 def main() -> None:
@@ -44,9 +43,7 @@ def main() -> None:
                 s, _, _ = _measure_once(ctx[name], case)
                 runs[name].append([round(x * 1e3, 3) for x in s.ms])
         summary: dict[str, Any] = {"case": case.key}
-        for name, rs in runs.items():
-            meds = [statistics.median(r) for r in rs]
-            summary[name] = {"run_medians_us": [round(m, 3) for m in meds], **run_spread(meds)}
+        summary.update(summarise(runs))
         print(json.dumps(summary), flush=True)
         report.append({"summary": summary, "runs": runs})
         save(report, args.out)

@@ -44,6 +44,15 @@ def run_spread(medians: Sequence[float]) -> dict[str, float]:
     }
 
 
+def summarise(runs: dict[str, list[list[float]]]) -> dict[str, dict[str, Any]]:
+    """Per variant: its run medians (from each run's samples, us) and their spread."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, samples in runs.items():
+        medians = [statistics.median(r) for r in samples]
+        out[name] = {"run_medians_us": [round(m, 3) for m in medians], **run_spread(medians)}
+    return out
+
+
 def save(report: list[dict[str, Any]], out: Path | None) -> None:
     """Written after every case: a probe cut short keeps what it measured."""
     if out:
