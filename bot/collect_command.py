@@ -36,6 +36,8 @@ def collect_command(cfg: CollectConfig, out: str | None = None) -> list[str]:
         ("--max-redos", p.max_redos, _DEFAULT.max_redos),
         ("--max-retakes", p.max_retakes, _DEFAULT.max_retakes),
         ("--placements", p.placements, _DEFAULT.placements),
+        ("--placement-order", p.placement_order, _DEFAULT.placement_order),
+        ("--fresh-workers", p.fresh_workers, _DEFAULT.fresh_workers),
         ("--clock-floor", p.clock_floor, _DEFAULT.clock_floor),
     ):
         if value != default:

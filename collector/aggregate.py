@@ -35,6 +35,8 @@ class RunResult:
     clock_mhz: list[float | None] = field(default_factory=list)
     # Wall time the run held its device, set-up and idle gaps included (the cost of a case).
     wall_s: float = 0.0
+    # The worker process that took it (its name changes with each fresh process).
+    worker: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -52,13 +54,15 @@ def robust_cv(values: np.ndarray) -> float:
 
 
 def summarise(runs: list[RunResult]) -> dict[str, Any]:
-    """Latency is the median of per-run medians: robust to an outlying sample or run."""
+    """Latency is the median of all samples over every run (the comparison's estimate too):
+    robust to an outlying sample or run, and it uses every sample where a run's samples are
+    independent draws (short kernels, one buffer set per sample)."""
     all_ms = np.concatenate([np.asarray(r.ms, dtype=float) for r in runs])
     run_medians = np.array([np.median(r.ms) for r in runs], dtype=float)
     clocks = [c for r in runs for c in r.sm_mhz if c is not None]
     kernels = sorted({r.kernel_source for r in runs})
     return {
-        "latency": float(np.median(run_medians)),
+        "latency": float(np.median(all_ms)),
         "p10": float(np.percentile(all_ms, 10)),
         "p90": float(np.percentile(all_ms, 90)),
         "robust_cv": robust_cv(all_ms),
@@ -73,6 +77,8 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
         "redos": int(sum(r.redos for r in runs)),
         "retakes": int(sum(r.retakes for r in runs)),
         "placements": int(max(r.placements for r in runs)),
+        # Worker processes the runs came from (fresh workers: one per round; 0: unknown).
+        "processes": len({r.worker for r in runs if r.worker}),
         "device_seconds": float(sum(r.wall_s for r in runs)),
         "kernel_source": kernels[0] if len(kernels) == 1 else "|".join(kernels),
     }

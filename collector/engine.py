@@ -355,6 +355,11 @@ class Collection:
             if c.key not in failed and c.key not in have and c.key not in self.converged
         ]
 
+    def clock_reference(self, key: str) -> float | None:
+        """The fastest SM clock measured in the case's earlier runs (None: none measured)."""
+        clocks = [c for r in self.state.runs.get(key, []) for c in r.clock_mhz if c is not None]
+        return max(clocks, default=None)
+
     def _update_converged(self) -> None:
         p = self.cfg.protocol
         if p.target_ci <= 0:
@@ -378,6 +383,14 @@ class Collection:
         if self.startup_failure is not None:
             return
         cases = self.pending(run)
+        if not cases:
+            return
+        if (
+            run > 0
+            and self.pool is not None
+            and self.cfg.protocol.fresh_workers_on(self.cfg.device)
+        ):
+            self.pool.recycle()
 
         def on_outcome(outcome: RunResult | FailureRecord) -> None:
             self.record(outcome)
@@ -402,6 +415,7 @@ class Collection:
                     params=c.params,
                     dtype=c.dtype,
                     run=run,
+                    clock_reference_mhz=self.clock_reference(c.key),
                 )
                 for c in cases
             ]
@@ -425,6 +439,13 @@ class Collection:
 
     def close(self) -> None:
         if self.pool is not None:
+            # What starting worker processes cost this run, beside the cases' own seconds.
+            if hasattr(self, "meta"):
+                self.meta["worker_starts"] = {
+                    "recycles": self.pool.recycles,
+                    "replacements": self.pool.replacements,
+                    "seconds": round(self.pool.startup_seconds, 3),
+                }
             self.pool.close()
             self.pool = None
 

@@ -34,6 +34,11 @@ class MeasureContext:
     # lower clocks than light ones.
     case_clocks: dict[str, float] = field(default_factory=dict)
 
+    def adopt_clock_reference(self, key: str, mhz: float | None) -> None:
+        """Take the fastest clock of a case's runs in earlier processes as its reference."""
+        if mhz:
+            self.case_clocks[key] = max(self.case_clocks.get(key, 0.0), float(mhz))
+
 
 def _spacer(ctx: MeasureContext, rng: random.Random) -> Any:
     """A random amount of device memory held while a buffer set is allocated, so that the
@@ -112,6 +117,7 @@ def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | Failu
             placements=samples.placements,
             clock_mhz=samples.clock_mhz,
             wall_s=time.perf_counter() - start,
+            worker=ctx.worker,
         )
     except Exception as exc:
         return record_from_exception(

@@ -55,9 +55,18 @@ class Task:
     params: dict[str, Any]
     dtype: str
     run: int
+    # The fastest SM clock measured in this case's earlier runs: the clock floor's reference
+    # for a worker that has not run the case before (a fresh round's process, a replacement).
+    clock_reference_mhz: float | None = None
 
     def message(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "op": self.op, "values": self.values, "run": self.run}
+        return {
+            "task_id": self.task_id,
+            "op": self.op,
+            "values": self.values,
+            "run": self.run,
+            "clock_reference_mhz": self.clock_reference_mhz,
+        }
 
 
 @dataclass
@@ -95,6 +104,10 @@ class WorkerPool:
         self.startup_timeout_s = startup_timeout_s
         self.workers: list[_Worker] = []
         self.replacements = 0
+        # Times every worker was replaced by a fresh process between rounds, and the seconds
+        # spent waiting for workers to become ready (a cost of the run, not of any case).
+        self.recycles = 0
+        self.startup_seconds = 0.0
         try:
             for i, spec in enumerate(specs):
                 self.workers.append(self._spawn(i, spec))
@@ -117,6 +130,13 @@ class WorkerPool:
 
     def wait_ready(self) -> list[dict[str, Any]]:
         """Block until every worker is ready; a backend that cannot start is a clear error."""
+        t0 = time.monotonic()
+        try:
+            return self._wait_ready()
+        finally:
+            self.startup_seconds += time.monotonic() - t0
+
+    def _wait_ready(self) -> list[dict[str, Any]]:
         for w in self.workers:
             while not w.ready:
                 if not w.conn.poll(self.startup_timeout_s):
@@ -148,6 +168,35 @@ class WorkerPool:
             w.ready = True
             w.info = msg["device_info"]
             w.startup_failures = 0
+
+    def recycle(self) -> None:
+        """Replace every idle worker by a fresh process and wait until all are ready.
+
+        Between rounds: a process keeps one draw of the memory-system state that short
+        kernels' speed follows, so the runs of a case taken in one process share it (probe
+        12, docs/benchmarks.md); fresh processes make each round's runs independent draws.
+        """
+        old = self.workers
+        for w in old:
+            try:
+                if w.process.is_alive():
+                    w.conn.send(None)
+            except OSError:
+                pass
+        for w in old:
+            w.process.join(30)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(5)
+            w.conn.close()
+        self.recycles += 1
+        self.workers = [
+            self._spawn(
+                w.slot, replace(w.spec, name=f"{w.spec.name.split('.')[0]}.r{self.recycles}")
+            )
+            for w in old
+        ]
+        self.wait_ready()
 
     def _replace(self, w: _Worker, died_before_ready: bool = False) -> _Worker:
         if w.process.is_alive():

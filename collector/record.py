@@ -54,6 +54,7 @@ PERF_STAT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("redos", pa.int32()),
     ("retakes", pa.int32()),
     ("placements", pa.int32()),
+    ("processes", pa.int32()),
     ("device_seconds", pa.float64()),
     ("flops", pa.float64()),
     ("bytes", pa.float64()),

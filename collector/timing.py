@@ -27,6 +27,7 @@ from collector.device import ClockReader, ClockReading
 
 T = TypeVar("T")
 PLACEMENT_ORDERS = ("upfront", "between")
+FRESH_WORKERS = ("gpu", "always", "never")
 
 
 @dataclass(frozen=True)
@@ -66,19 +67,32 @@ class Protocol:
     max_redos: int = 2
     cooldown_s: float = 2.0
     # Independent buffer sets per run for kernels whose pilot is under `placement_max_us`;
-    # samples cycle over them. Each set is allocated behind a random spacer of up to
-    # `spacer_max_mib` MiB, so that runs in one process do not reuse one memory layout.
-    placements: int = 4
+    # samples visit them in blocks (one set per sample when `placements` == `samples`).
+    # Each set is allocated behind a random spacer of up to `spacer_max_mib` MiB, so that
+    # runs in one process do not reuse one memory layout.
+    placements: int = 8
     placement_max_us: float = 50.0
     spacer_max_mib: int = 256
-    # "upfront": every set is built before the first sample; "between": each when sampling
-    # first reaches it (see LazySets; an experiment for probe 11, not validated).
-    placement_order: str = "upfront"
+    # "between": each set is built when sampling first reaches it, so each is timed under
+    # its own draw of the memory-system state that building a set moves (probe 11: run sd
+    # of five tail GEMMs 1.3% against 2.3% up front); "upfront": all before the first
+    # sample, so a run measures one draw (the order of sessions 1-6).
+    placement_order: str = "between"
+    # Each round (run r of every case in play) after the first in fresh worker processes:
+    # a process keeps one draw of the memory-system state, which the runs it takes share,
+    # so the runs of one process agree more closely than two collections do (probe 12:
+    # between-process sd of a case's pooled median 0.5-1.2% for memory-sensitive GEMMs,
+    # against 0.3-0.9% predicted from the spread of their runs). Fresh workers make a
+    # case's runs independent draws of it, which adaptive stopping then sees. Only with a
+    # worker pool; in-process collection (`workers=0`) keeps its one process. "gpu": on
+    # CUDA devices only (a CPU worker's start costs seconds and buys nothing measured);
+    # "always" (the CPU tests of the mechanism); "never".
+    fresh_workers: str = "gpu"
     # Adaptive stopping: after `min_runs`, a case leaves play once the relative half-width
     # of its 95% interval (over per-run medians) is at most `target_ci`. On by default; 0
     # turns it off and every case takes `runs` runs. On the H200 a live A/A with these
-    # defaults flagged no case of 321 and cost 0.44-0.47 device s per case, against 1.17 s
-    # for the fixed 10-run protocol (docs/benchmarks.md, session 6). Before placements,
+    # defaults flagged no case of 321 and cost 0.49-0.56 device s per case, against 1.41 s
+    # for the fixed 10-run protocol (docs/benchmarks.md, session 10). Before placements,
     # 3-run intervals were too narrow (2.2% of A/A cases flagged, session 3).
     min_runs: int = 3
     target_ci: float = 0.01
@@ -97,6 +111,13 @@ class Protocol:
             raise ValueError(
                 f"placement_order {self.placement_order!r} is not one of {PLACEMENT_ORDERS}"
             )
+        if self.fresh_workers not in FRESH_WORKERS:
+            raise ValueError(f"fresh_workers {self.fresh_workers!r} is not one of {FRESH_WORKERS}")
+
+    def fresh_workers_on(self, device: str) -> bool:
+        """Whether rounds after the first take fresh worker processes on this device."""
+        gpu = self.fresh_workers == "gpu" and device.startswith("cuda")
+        return gpu or self.fresh_workers == "always"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -219,15 +240,15 @@ def placement_of(slot: int, placements: int, samples: int) -> int:
 
 
 class LazySets(Generic[T]):
-    """The buffer sets of a run: all built before the first sample (`upfront`, the order
-    validated on the H200), or each when sampling first reaches it.
+    """The buffer sets of a run: each built when sampling first reaches it (`between`, the
+    default), or all before the first sample (`upfront`).
 
     Building a set (allocating behind a spacer, capturing its graph) moves a state of the
     GPU's memory system that sets the speed of small GEMMs for every set, graphs captured
     earlier included (probe 10: graphs replayed across runs kept one level until another
     run allocated, then moved to another). Built up front, the sets of a run share the
-    last state, so a run measures one draw of it; built between samples, each set might be
-    timed under its own (`Protocol.placement_order`, "between": not yet validated).
+    last state, so a run measures one draw of it; built between samples (the default), each
+    set is timed under its own (probe 11 and session 8, docs/benchmarks.md).
     """
 
     def __init__(self, first: T, count: int, build: Callable[[], T], upfront: bool) -> None:

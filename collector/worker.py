@@ -65,6 +65,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         if task is None:
             return
         case = Case(op=task["op"], values=tuple((k, v) for k, v in task["values"]))
+        ctx.adopt_clock_reference(case.key, task.get("clock_reference_mhz"))
         outcome = measure_case(ctx, case, int(task["run"]))
         if isinstance(outcome, RunResult):
             conn.send({"type": "result", "task_id": task["task_id"], "run": outcome.to_json()})

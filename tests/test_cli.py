@@ -180,6 +180,25 @@ def test_collect_option_defaults_are_the_protocol_defaults() -> None:
         ("max_redos", "max_redos"),
         ("max_retakes", "max_retakes"),
         ("placements", "placements"),
+        ("placement_order", "placement_order"),
+        ("fresh_workers", "fresh_workers"),
         ("clock_floor", "clock_floor"),
     ):
         assert defaults[cli_name] == getattr(proto, field), cli_name
+
+
+@pytest.mark.parametrize(
+    ("option", "choices"),
+    [("placement_order", "PLACEMENT_ORDERS"), ("fresh_workers", "FRESH_WORKERS")],
+)
+def test_choice_options_offer_the_protocol_choices(option: str, choices: str) -> None:
+    # The CLI spells the choices as a Literal for its help and its one-line error; they
+    # must be the values the Protocol accepts.
+    import typing
+
+    from bot.commands.collect import collect
+    from collector import timing
+
+    hints = typing.get_type_hints(collect, include_extras=True)
+    literal = typing.get_args(hints[option])[0]
+    assert set(typing.get_args(literal)) == set(getattr(timing, choices))

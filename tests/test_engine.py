@@ -74,6 +74,41 @@ def test_rows_say_how_many_placements_and_retakes_their_runs_had(tmp_path: Path)
     assert rec.meta["protocol"]["placements"] == 2
 
 
+def test_fresh_workers_take_each_round_in_a_new_process(tmp_path: Path) -> None:
+    # "always" recycles the CPU worker too: every round after the first is taken by a
+    # fresh process, so each case's three runs come from three processes, and what the
+    # starts cost is recorded beside the cases' own seconds.
+    protocol = replace(FAST, fresh_workers="always", target_ci=0.0)
+    rec = _collect_smoke(tmp_path, "m=8,gemm_dtype=bfloat16", protocol)
+    assert rec.status == "complete"
+    assert set(rec.perf["gemm"].column("processes").to_pylist()) == {3}
+    starts = rec.meta["worker_starts"]
+    assert starts["recycles"] == 2 and starts["replacements"] == 0
+    assert starts["seconds"] > 0
+
+
+def test_workers_stay_on_a_cpu_by_default(tmp_path: Path) -> None:
+    # "gpu" (the default) recycles only CUDA workers: on a CPU one process takes every run.
+    rec = _collect_smoke(tmp_path, "m=8,gemm_dtype=bfloat16", FAST)
+    assert set(rec.perf["gemm"].column("processes").to_pylist()) == {1}
+    assert rec.meta["worker_starts"]["recycles"] == 0
+
+
+def test_in_process_runs_record_no_worker_starts(tmp_path: Path) -> None:
+    cfg = CollectConfig(
+        out=tmp_path / "run",
+        case_set="smoke",
+        case_filter=CaseSelector.parse("m=8,gemm_dtype=bfloat16"),
+        protocol=replace(FAST, fresh_workers="always"),
+        workers=0,
+        quiet=True,
+    )
+    run_collection(cfg)
+    rec = read_record(tmp_path / "run")
+    assert set(rec.perf["gemm"].column("processes").to_pylist()) == {1}
+    assert "worker_starts" not in rec.meta
+
+
 # 1e9: every interval is within it after `min_runs` (a 50% target was not always met by
 # three runs on a loaded CI machine); 1e-9: none is.
 @pytest.mark.parametrize(("target_ci", "runs_each"), [(1e9, 3), (1e-9, 6), (0.0, 6)])
@@ -140,3 +175,37 @@ def test_sigterm_leaves_a_partial_record_that_resume_completes(tmp_path: Path) -
     assert runs == 16 * 40
     assert len(json.loads((out / "run.json").read_text())["resumed_at"]) == 1
     assert os.path.exists(out / "gemm_perf.parquet")
+
+
+def test_a_fresh_worker_gets_the_clock_floor_reference_of_earlier_runs() -> None:
+    # A fresh round's process has measured nothing: the engine hands it the fastest clock
+    # of the case's earlier runs, so a throttled first sample still reads as throttled.
+    from types import SimpleNamespace
+
+    from collector.aggregate import RunResult
+    from collector.backends.torch_backend import TorchBackend
+    from collector.device import ClockReader
+    from collector.engine import Collection
+    from collector.measure import MeasureContext
+    from collector.pool import Task
+    from collector.record import CheckpointState
+
+    def run(i: int, clocks: list[float | None]) -> RunResult:
+        return RunResult(
+            "k", i, [1.0], [None], [None], [False], 1, "graph", "t", 1, clock_mhz=clocks
+        )
+
+    state = CheckpointState()
+    state.runs["k"] = [run(0, [1900.0, None, 1975.5]), run(1, [1960.0])]
+    state.runs["none"] = [run(0, [None, None])]
+    coll = SimpleNamespace(state=state)
+    assert Collection.clock_reference(coll, "k") == 1975.5  # type: ignore[arg-type]
+    assert Collection.clock_reference(coll, "none") is None  # type: ignore[arg-type]
+    assert Collection.clock_reference(coll, "unseen") is None  # type: ignore[arg-type]
+    task = Task("t", "k", "gemm", [], {}, "bfloat16", 2, clock_reference_mhz=1975.5)
+    assert task.message()["clock_reference_mhz"] == 1975.5
+    ctx = MeasureContext(TorchBackend(), "cpu", FAST, 0, ClockReader("cpu"))
+    ctx.adopt_clock_reference("k", 1975.5)
+    ctx.adopt_clock_reference("k", 1900.0)  # a slower reference never lowers the floor
+    ctx.adopt_clock_reference("other", None)
+    assert ctx.case_clocks == {"k": 1975.5}

@@ -137,6 +137,9 @@ def test_config_round_trips(tmp_path: Path) -> None:
     bad_order = {**data, "protocol": {**data["protocol"], "placement_order": "sideways"}}
     with pytest.raises(UserError, match="field 'protocol': placement_order 'sideways'"):
         config_from_json(bad_order)
+    bad_workers = {**data, "protocol": {**data["protocol"], "fresh_workers": "sometimes"}}
+    with pytest.raises(UserError, match="field 'protocol': fresh_workers 'sometimes'"):
+        config_from_json(bad_workers)
     with pytest.raises(TypeError, match=r"CollectConfig\.out: cannot encode object"):
         config_to_json(replace(cfg, out=object()))  # type: ignore[arg-type]
 

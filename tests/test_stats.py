@@ -76,10 +76,10 @@ def test_vectorised_verdicts_match_the_scalar_rule(rng: np.random.Generator) -> 
 def test_ragged_runs_bootstrap_within_their_own_length(rng: np.random.Generator) -> None:
     """A run with dropped samples is resampled at its own size, never from the padding."""
     runs = [np.full(8, 1.0), np.full(3, 1.0), np.full(8, 1.0)]
-    boot = stats.bootstrap_median_of_medians(runs, 500, rng)
+    boot = stats.bootstrap_pooled_median(runs, 500, rng)
     assert np.all(boot == 1.0)
     runs = [rng.normal(2.0, 0.01, 8), rng.normal(2.0, 0.01, 5), rng.normal(2.0, 0.01, 8)]
-    boot = stats.bootstrap_median_of_medians(runs, 500, rng)
+    boot = stats.bootstrap_pooled_median(runs, 500, rng)
     assert boot.min() > 1.97
     assert boot.max() < 2.03
 
@@ -117,3 +117,69 @@ def test_a_very_noisy_case_is_never_same() -> None:
     # The case's noise made its threshold 40%; its interval is far too wide to call it same.
     assert stats.verdict(1.05, 0.92, 1.78, 0.6, threshold=0.4, alpha=0.05) == stats.INCONCLUSIVE
     assert stats.verdict(1.01, 0.97, 1.04, 0.6, threshold=0.4, alpha=0.05) == stats.SAME
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_weighted_medians_equal_the_median_of_the_expanded_multiset(
+    rng: np.random.Generator, shared: bool
+) -> None:
+    cases, n_boot, size = 7, 50, 13
+    values = rng.normal(1.0, 0.1, (cases, size))
+    values[0, :4] = values[0, 4]  # ties
+    shape = (n_boot, size) if shared else (cases, n_boot, size)
+    counts = rng.integers(0, 4, shape)
+    counts[..., 0] += 1  # no empty replicate; totals are odd and even
+    got = stats.weighted_medians(values, counts)
+    for c in range(cases):
+        for b in range(n_boot):
+            row = counts[b] if shared else counts[c, b]
+            assert got[c, b] == pytest.approx(np.median(np.repeat(values[c], row)), abs=0)
+
+
+def test_weighted_medians_hold_large_replicates(rng: np.random.Generator) -> None:
+    """Replicates over 127 and 32,767 draws take wider running counts, not wrapped ones."""
+    values = rng.normal(1.0, 0.1, (2, 5))
+    for total in (400, 40_000):
+        counts = np.zeros((3, 5), dtype=np.int64)
+        counts[:, 0] = total // 2 - 1  # the smallest value is not quite half of the draws
+        counts[:, 1:] = (total // 2 + 1) // 4 + 1
+        got = stats.weighted_medians(values, counts)
+        want = [np.median(np.repeat(values[c], counts[0])) for c in range(2)]
+        assert got[:, 0] == pytest.approx(want, abs=0)
+
+
+def test_estimate_is_the_pooled_median_of_all_samples() -> None:
+    """The ratio is pooled median over pooled median, not median of run medians: the runs
+    below have run medians 2, 5 and 9 (median 5) and 11 samples whose median is 6."""
+    base = [np.array([1.0, 2, 3]), np.array([4.0, 5, 6]), np.array([7.0, 8, 9, 10, 11])]
+    cand = [r * 1.1 for r in base]
+    assert stats.pooled_median(base) == 6.0
+    assert stats.median(stats.run_medians(base)) == 5.0
+    from bot.compare.latency import _run_stats
+
+    out = _run_stats([(base, [np.full(4, 6.6)])], stats.Settings(), np.random.default_rng(1))
+    assert out["ratio"][0] == pytest.approx(1.1)
+    out = _run_stats([(base, cand)], stats.Settings(), np.random.default_rng(1))
+    assert out["ratio"][0] == pytest.approx(1.1)
+
+
+def test_bootstrap_resamples_runs_first(rng: np.random.Generator) -> None:
+    """Runs whose samples share one level (8 samples each at 1, 2 or 3): every replicate is
+    one of the levels or a midpoint, and the run-level resampling spreads them."""
+    runs = [np.full(8, 1.0), np.full(8, 2.0), np.full(8, 3.0)]
+    boot = stats.bootstrap_pooled_median(runs, 2000, rng)
+    assert set(np.unique(boot)) <= {1.0, 1.5, 2.0, 2.5, 3.0}
+    assert (boot == 1.0).mean() > 0.1 and (boot == 3.0).mean() > 0.1
+
+
+def test_pooled_bootstrap_narrows_with_independent_samples(rng: np.random.Generator) -> None:
+    """Where samples are independent draws, more samples per run narrow the interval: the
+    pooled median uses all of them (the point of one buffer set per sample)."""
+    widths = []
+    for samples in (8, 32):
+        runs = [rng.normal(1.0, 0.03, samples) for _ in range(5)]
+        boot = stats.bootstrap_pooled_median(runs, 2000, rng)
+        lo, hi = np.percentile(boot, [2.5, 97.5])
+        assert lo < 1.0 < hi
+        widths.append(hi - lo)
+    assert widths[1] < 0.7 * widths[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -244,7 +245,7 @@ def _order_of_builds(order: str) -> list[str]:
 
 
 def test_placements_are_built_before_sampling_or_when_sampling_reaches_them() -> None:
-    # Upfront (shipped): every set exists before the first sample, so set 0 is sampled
+    # Upfront (sessions 1-6): every set exists before the first sample, so set 0 is sampled
     # after the last build. Between: set 0's samples come before set 1 is built, and
     # each later set is built right before its own samples.
     upfront = _order_of_builds("upfront")
@@ -255,3 +256,20 @@ def test_placements_are_built_before_sampling_or_when_sampling_reaches_them() ->
     assert between[first_build - 2 : first_build] == ["call 0", "call 0"]
     assert "call 0" not in between[first_build:]
     assert between.index("build 2") > max(i for i, e in enumerate(between) if e == "call 1")
+
+
+@pytest.mark.parametrize(
+    ("setting", "on_cuda", "on_cpu"),
+    [("gpu", True, False), ("always", True, True), ("never", False, False)],
+)
+def test_fresh_workers_setting_says_where_rounds_take_fresh_processes(
+    setting: str, on_cuda: bool, on_cpu: bool
+) -> None:
+    protocol = Protocol(fresh_workers=setting)
+    assert protocol.fresh_workers_on("cuda:3") is on_cuda
+    assert protocol.fresh_workers_on("cpu") is on_cpu
+
+
+def test_an_unknown_fresh_workers_setting_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="fresh_workers 'sometimes' is not one of"):
+        Protocol(fresh_workers="sometimes")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -140,10 +140,17 @@ def collect(
         int,
         typer.Option(
             min=1,
-            help="Buffer sets per run for kernels under 50 us, samples cycling over them "
-            "(their speed follows where their buffers land: see docs/benchmarks.md).",
+            help="Buffer sets per run for kernels under 50 us, samples visiting them in "
+            "blocks (their speed follows a memory-system state: see docs/benchmarks.md).",
         ),
-    ] = 4,
+    ] = 8,
+    placement_order: Annotated[
+        Literal["between", "upfront"],
+        typer.Option(
+            help="Build each buffer set when sampling reaches it ('between': one draw of "
+            "the memory state per set) or all before the first sample ('upfront').",
+        ),
+    ] = "between",
     workers: Annotated[
         int | None,
         typer.Option(
@@ -151,6 +158,13 @@ def collect(
             help="Worker processes (default: one per visible GPU, one on CPU; 0: in-process).",
         ),
     ] = None,
+    fresh_workers: Annotated[
+        Literal["gpu", "always", "never"],
+        typer.Option(
+            help="Take each round after the first in fresh worker processes ('gpu': on CUDA "
+            "devices only), so that a case's runs do not share one process's memory state.",
+        ),
+    ] = "gpu",
     case_timeout: Annotated[
         float, typer.Option(min=1.0, help="Watchdog: seconds one run of one case may take.")
     ] = 600.0,
@@ -265,6 +279,8 @@ def collect(
             max_redos=max_redos,
             max_retakes=max_retakes,
             placements=placements,
+            placement_order=placement_order,
+            fresh_workers=fresh_workers,
             clock_floor=clock_floor,
             min_runs=min(min_runs, runs),
             target_ci=target_ci,

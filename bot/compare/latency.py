@@ -154,9 +154,9 @@ def _run_stats(
     if not n:
         return out
     medians = [(stats.run_medians(b), stats.run_medians(c)) for b, c in pairs]
-    for i, (bm, cm) in enumerate(medians):
+    for i, ((b, c), (bm, cm)) in enumerate(zip(pairs, medians, strict=True)):
         noise = stats.noise_of(bm, cm)
-        out["ratio"][i] = stats.median(cm) / stats.median(bm)
+        out["ratio"][i] = stats.pooled_median(c) / stats.pooled_median(b)
         out["noise"][i] = noise
         out["threshold"][i] = stats.threshold_for(noise, settings)
         out["base_runs"][i] = bm.size

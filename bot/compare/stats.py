@@ -1,8 +1,13 @@
 """Statistics for latency comparisons, vectorised so that large comparisons stay fast.
 
-Why this shape (DESIGN.md section 6): samples inside one run are not independent, so tests
-on samples flag most unchanged cases. Runs are the unit: the test is on per-run medians, and
-the interval comes from a two-level bootstrap (resample runs, then samples in each run).
+Why this shape (DESIGN.md section 6): samples inside one run need not be independent, so
+tests on samples flag most unchanged cases. Runs are the unit of the test (on per-run
+medians) and of the noise. The estimate is the pooled median of all samples, with an
+interval from a two-level bootstrap (resample runs, then samples in each run). Where a run's
+samples share one state it behaves like the median of run medians; where they are
+independent draws (short kernels, one buffer set per sample since 2026-11-30) it uses them
+all: on the H200 session 8 A/A, p99 of |A/A difference| 1.24% against 1.71% for the median
+of run medians (docs/benchmarks.md, session 8).
 
 The verdict rule (`verdicts`) asks three things of a regression: the run-level test is
 significant after Benjamini-Hochberg control across cases, the interval excludes every change
@@ -74,57 +79,92 @@ def pack_runs(
     return packed, lengths
 
 
-# Resampled medians kept per run; the run-level bootstrap draws from these pools, which is
-# the two-level bootstrap at a fraction of the cost of resampling every sample every time.
-POOL = 128
-# Cases per vectorised batch: bounds memory at about 50 MB per batch.
+def pooled_median(runs: Sequence[np.ndarray]) -> float:
+    """The case's latency: the median of all its samples, over every run."""
+    return median(np.concatenate([np.asarray(r, dtype=float) for r in runs]))
+
+
+# Cases x replicates x samples held at once by the bootstrap: about 32 MB per int32 array.
+CHUNK_VALUES = 8_000_000
+# Cases per shape batch in `ratio_intervals`: one draw of indices serves a whole batch.
 BATCH = 256
 
 
-def _median_last(a: np.ndarray) -> np.ndarray:
-    """Median along the last (short) axis: a sort beats np.median's partition here."""
-    s = np.sort(a, axis=-1)
-    n = a.shape[-1]
-    if n % 2:
-        return np.asarray(s[..., n // 2])
-    return np.asarray(0.5 * (s[..., n // 2 - 1] + s[..., n // 2]))
+def _draw_counts(pick: np.ndarray, idx: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
+    """How often each (run, slot) sample is drawn in each replicate: (n_boot, runs x width).
+
+    `pick` (n_boot, runs) are the resampled runs, `idx` (n_boot, runs, width) the slots
+    drawn within each picked run, `keep` which of those draws count (ragged runs)."""
+    n_boot, n_runs, width = idx.shape
+    slots = n_runs * width
+    flat = np.arange(n_boot)[:, None, None] * slots + pick[:, :, None] * width + idx
+    if keep is not None:
+        flat = flat[keep]
+    counts = np.bincount(flat.ravel(), minlength=n_boot * slots)
+    return counts.reshape(n_boot, slots)
+
+
+def weighted_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Medians of multisets given as values (cases, S) and draw counts (cases, n_boot, S),
+    or (n_boot, S) shared by all cases: the median of `np.repeat(values, counts)` per row,
+    computed without expanding it. Returns (cases, n_boot)."""
+    order = np.argsort(values, axis=1)
+    ranked = np.take_along_axis(values, order, axis=1)
+    # The narrowest integer that holds a replicate's size: the running count is most of
+    # the bootstrap's time, and it is bound by memory traffic.
+    most = int(counts.sum(axis=-1).max()) if counts.size else 0
+    dtype = np.int8 if most <= 127 else np.int16 if most <= 32767 else np.int64
+    small = counts.astype(dtype)
+    # Laid out (cases, S, n_boot): the running count over S then adds whole rows.
+    if small.ndim == 2:
+        w = np.ascontiguousarray(small.T)[order]
+    else:
+        w = np.take_along_axis(np.swapaxes(small, 1, 2), order[:, :, None], axis=1)
+    cum: np.ndarray = np.cumsum(w, axis=1, dtype=dtype)
+    total: np.ndarray = cum[:, -1:, :]
+    # The element of 0-based rank r sits at the first position whose running count
+    # exceeds r; the median averages ranks (N-1)//2 and N//2 (one rank when N is odd).
+    low = np.count_nonzero(cum <= (total - 1) // 2, axis=1)
+    high = np.count_nonzero(cum <= total // 2, axis=1)
+    rows = np.arange(values.shape[0])[:, None]
+    return np.asarray(0.5 * (ranked[rows, low] + ranked[rows, high]))
 
 
 def bootstrap_batch(
     packed: np.ndarray, lengths: np.ndarray, n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """Bootstrap distributions of the median of per-run medians for a batch of cases.
+    """Bootstrap distributions of the pooled median for a batch of cases.
 
-    `packed` is (cases, runs, width) and `lengths` (cases, runs). Runs are resampled first,
-    then samples within each picked run (through a pool of resampled run medians). One draw
-    of resampling indices is shared by the cases of a batch: each case's bootstrap is still a
-    valid bootstrap, and the random-number cost is paid once per batch. Returns (cases, n_boot).
+    `packed` is (cases, runs, width) and `lengths` (cases, runs). Two levels: runs are
+    resampled first, then samples within each picked run, each run at its own length; the
+    replicate is the median of everything drawn. Resampling runs keeps the interval honest
+    when a run's samples share one state (DESIGN.md section 6); resampling samples keeps it
+    from collapsing when runs are few. One draw of indices is shared by the cases of a
+    batch: each case's bootstrap is still a valid bootstrap. Returns (cases, n_boot).
     """
-    width = packed.shape[2]
-    if np.all(lengths == width):
-        idx = rng.integers(0, width, size=(POOL, width))
-        resampled = packed[:, :, idx]
-    else:  # ragged runs (dropped samples): draw within each run's own length
-        u = rng.random(size=(POOL, width))
-        idx = (u[None, None] * lengths[:, :, None, None]).astype(np.int64)
-        resampled = np.take_along_axis(packed[:, :, None, :], idx, axis=3)
-        # Draws past a run's own length are dropped: each resample has the run's size.
-        ragged = np.arange(width)[None, None, None, :] >= lengths[:, :, None, None]
-        resampled = np.where(ragged, np.nan, resampled)
-        pools = np.nanmedian(resampled, axis=3)
-        return _outer(pools, n_boot, rng)
-    return _outer(_median_last(resampled), n_boot, rng)
-
-
-def _outer(pools: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    n_cases, n_runs, pool = pools.shape
+    n_cases, n_runs, width = packed.shape
     pick = rng.integers(0, n_runs, size=(n_boot, n_runs))
-    which = rng.integers(0, pool, size=(n_boot, n_runs))
-    flat = pools.reshape(n_cases, n_runs * pool)[:, pick * pool + which]
-    return _median_last(flat)
+    values = packed.reshape(n_cases, n_runs * width)
+    out = np.empty((n_cases, n_boot), dtype=float)
+    if np.all(lengths == width):
+        counts = _draw_counts(pick, rng.integers(0, width, size=(n_boot, n_runs, width)), None)
+        step = max(1, CHUNK_VALUES // max(1, counts.size))
+        for start in range(0, n_cases, step):
+            out[start : start + step] = weighted_medians(values[start : start + step], counts)
+        return out
+    # Ragged runs (dropped samples): a short run contributes its own number of draws, each
+    # from its own samples, never from the padding.
+    u = rng.random(size=(n_boot, n_runs, width))
+    for case in range(n_cases):
+        picked = lengths[case][pick][:, :, None]  # (n_boot, runs, 1)
+        idx = (u * picked).astype(np.int64)
+        keep = np.arange(width)[None, None, :] < picked
+        counts = _draw_counts(pick, idx, keep)
+        out[case] = weighted_medians(values[case : case + 1], counts[None])[0]
+    return out
 
 
-def bootstrap_median_of_medians(
+def bootstrap_pooled_median(
     runs: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
     packed, lengths = pack_runs(runs)
