@@ -7,8 +7,9 @@ allocates and captures intervenes, and then move to another: the level is a stat
 building buffer sets sets for the whole GPU. The collector can now build each placement when
 sampling first reaches it with `placement_order="between"` (`LazySets`), so that each
 might be timed under its own state; `upfront` (the shipped order) builds all before the
-first sample. Interleaved run by run. (A first attempt dropped the buffers of sets built
-later while their graphs still used them: an illegal memory access on the third case.)
+first sample; `lazy8` builds eight sets lazily, one per sample. Interleaved run by
+run. (A first attempt dropped the buffers of sets built later while their graphs still
+used them: an illegal memory access on the third case.)
 """
 
 from __future__ import annotations
@@ -31,15 +32,21 @@ def main() -> None:
     dev, l2, cases = DEVICE, l2_bytes(), cases_by_key(CASES)
     base = Protocol(target_ci=0.0)
     clocks = ClockReader(dev)
+    # name -> (placement order, placements per run); lazy8 gives every sample its own set.
+    variants = {"lazy": ("between", 4), "upfront": ("upfront", 4), "lazy8": ("between", 8)}
     ctx = {
-        name: MeasureContext(TorchBackend(), dev, replace(base, placement_order=order), l2, clocks)
-        for name, order in (("lazy", "between"), ("upfront", "upfront"))
+        name: MeasureContext(
+            TorchBackend(), dev, replace(base, placement_order=o, placements=n), l2, clocks
+        )
+        for name, (o, n) in variants.items()
     }
     report: list[dict[str, Any]] = []
     for case in cases:
-        runs: dict[str, list[list[float]]] = {"lazy": [], "upfront": []}
+        runs: dict[str, list[list[float]]] = {name: [] for name in variants}
+        names = list(variants)
         for run in range(args.runs):
-            for name in ["lazy", "upfront"] if run % 2 == 0 else ["upfront", "lazy"]:
+            # Rotate which variant goes first, so none always follows the same one.
+            for name in names[run % len(names) :] + names[: run % len(names)]:
                 s, _, _ = _measure_once(ctx[name], case)
                 runs[name].append([round(x * 1e3, 3) for x in s.ms])
         summary: dict[str, Any] = {"case": case.key}

@@ -5,8 +5,9 @@ Run on the GPU machine from the repo root:
     PYTHONUNBUFFERED=1 python3 -m bench.gpu.protocol_session --phase adaptive --out $OUT/ad
     PYTHONUNBUFFERED=1 python3 -m bench.gpu.protocol_session --phase default --out $OUT/df
     PYTHONUNBUFFERED=1 python3 -m bench.gpu.protocol_session --phase fixed --out $OUT/fx
-`default` runs A, B and the canary C with the shipped Protocol() (what `collectbot collect`
-does); `fixed` runs one collection F with adaptive stopping off, for the cost reference.
+`default` runs A, B and the canary C (its 20 slowed cases) with the shipped Protocol()
+(what `collectbot collect` does); `fixed` runs one collection F with adaptive stopping
+off, for the cost reference.
 `--placement-order between` builds each placement when sampling reaches it, in every
 collection (the experiment of noise probe 11).
 Collections are driven round by round in rotating order (A B C, B C A, ...), the schedule
@@ -43,6 +44,7 @@ def _cfg(
     case_set: str,
     canary: Canary | None = None,
     ops: tuple[str, ...] = OPS,
+    case_filter: CaseSelector | None = None,
 ) -> CollectConfig:
     return CollectConfig(
         out=out,
@@ -50,6 +52,7 @@ def _cfg(
         ops=ops,
         device=device,
         case_set=case_set,
+        case_filter=case_filter,
         protocol=protocol,
         canary=canary,
         quiet=True,
@@ -87,7 +90,10 @@ def main() -> None:
     parser.add_argument("--min-runs", type=int, default=Protocol.min_runs)
     parser.add_argument("--no-canary", action="store_true")
     parser.add_argument("--case-set", default="default")
-    parser.add_argument("--placement-order", choices=("upfront", "between"), default="upfront")
+    parser.add_argument(
+        "--placement-order", choices=("upfront", "between"), default=Protocol.placement_order
+    )
+    parser.add_argument("--placements", type=int, default=Protocol.placements)
     args = parser.parse_args()
     deadline = time.monotonic() + args.minutes * 60
     # The fixed protocol (adaptive stopping off), the reference adaptive stopping must match.
@@ -99,6 +105,7 @@ def main() -> None:
         idle_ratio=1.0,
         target_ci=0.0,
         placement_order=order,
+        placements=args.placements,
     )
     if args.phase == "aa":
         canary = Canary(slow=CaseSelector.parse(CANARY), factor=CANARY_FACTOR)
@@ -110,13 +117,19 @@ def main() -> None:
             # The canary's slowed cases are all GEMMs: C times the GEMMs only.
             cfgs["C"] = _cfg(args.out / "C", base, args.device, args.case_set, canary, ("gemm",))
     elif args.phase == "default":
-        shipped = Protocol(placement_order=order)
+        shipped = Protocol(placement_order=order, placements=args.placements)
         cfgs = {name: _cfg(args.out / name, shipped, args.device, args.case_set) for name in "AB"}
         if not args.no_canary:
             canary = Canary(slow=CaseSelector.parse(CANARY), factor=CANARY_FACTOR)
-            cfgs["C"] = _cfg(args.out / "C", shipped, args.device, args.case_set, canary, ("gemm",))
+            # C times the 20 slowed cases only: detection is C against A on them, and
+            # false flags are the A/B comparison's to show (session 10 on: C on every
+            # GEMM no longer fit one device call once rounds took fresh workers).
+            slowed = CaseSelector.parse(CANARY)
+            cfgs["C"] = _cfg(
+                args.out / "C", shipped, args.device, args.case_set, canary, ("gemm",), slowed
+            )
     elif args.phase == "fixed":
-        fixed = Protocol(target_ci=0.0, placement_order=order)
+        fixed = Protocol(target_ci=0.0, placement_order=order, placements=args.placements)
         cfgs = {"F": _cfg(args.out / "F", fixed, args.device, args.case_set)}
     else:
         adaptive = Protocol(
@@ -128,6 +141,7 @@ def main() -> None:
             target_ci=0.01,
             min_samples=4,
             placement_order=order,
+            placements=args.placements,
         )
         cfgs = {name: _cfg(args.out / name, adaptive, args.device, args.case_set) for name in "AB"}
     t0 = time.monotonic()
