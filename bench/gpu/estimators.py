@@ -14,25 +14,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 from scipy import stats
 
-Runs = list[np.ndarray]
+from bot.compare import stats as compare_stats
+from bot.compare.latency import Runs, runs_by_case
+from collector.record import read_record
 
 
 def load_runs(record: Path) -> dict[str, Runs]:
-    """Per case key, its samples (ms) run by run."""
+    """Per case key, its samples (ms) run by run, as the comparison groups them."""
     out: dict[str, Runs] = {}
-    for path in sorted(record.glob("*_samples.parquet")):
-        table = pq.read_table(path).to_pydict()
-        keys, runs, ms = (np.array(table[c]) for c in ("case_key", "run", "ms"))
-        order = np.lexsort((runs, keys))
-        keys, runs, ms = keys[order], runs[order], ms[order]
-        bounds = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-        for k, r, x in zip(
-            np.split(keys, bounds), np.split(runs, bounds), np.split(ms, bounds), strict=True
-        ):
-            out[str(k[0])] = [x[r == u] for u in np.unique(r)]
+    for samples in read_record(record).samples.values():
+        out.update(runs_by_case(samples))
     return out
 
 
@@ -41,7 +34,7 @@ def _pooled(f: Callable[[np.ndarray], float]) -> Callable[[Runs], float]:
 
 
 ESTIMATORS: dict[str, Callable[[Runs], float]] = {
-    "pooled_median": _pooled(lambda x: float(np.median(x))),
+    "pooled_median": compare_stats.pooled_median,
     "pooled_mean": _pooled(lambda x: float(np.mean(x))),
     "trimmed_mean_10": _pooled(lambda x: float(stats.trim_mean(x, 0.1))),
     "trimmed_mean_20": _pooled(lambda x: float(stats.trim_mean(x, 0.2))),
