@@ -35,7 +35,7 @@ class RunResult:
     clock_mhz: list[float | None] = field(default_factory=list)
     # Wall time the run held its device, set-up and idle gaps included (the cost of a case).
     wall_s: float = 0.0
-    # The worker process that took it (its name changes with each fresh process).
+    # The worker process that took it: its name and pid (name@pid).
     worker: str = ""
 
     def to_json(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ Shared by the in-process path and the worker processes, so both behave identical
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -117,7 +118,8 @@ def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | Failu
             placements=samples.placements,
             clock_mhz=samples.clock_mhz,
             wall_s=time.perf_counter() - start,
-            worker=ctx.worker,
+            # Names repeat across a resume; the pid tells the processes apart.
+            worker=f"{ctx.worker}@{os.getpid()}",
         )
     except Exception as exc:
         return record_from_exception(

@@ -166,6 +166,7 @@ def test_sigterm_leaves_a_partial_record_that_resume_completes(tmp_path: Path) -
     done = rec.meta["counts"]["attempted"]
     assert done > 0
     assert checkpoint.exists()
+    before = set(rec.perf["gemm"].column("case_key").to_pylist())
     # Resume with the same options finishes the plan without repeating finished runs.
     subprocess.run([*cmd, "--resume"], check=True, capture_output=True, timeout=300)
     rec = read_record(out)
@@ -175,6 +176,11 @@ def test_sigterm_leaves_a_partial_record_that_resume_completes(tmp_path: Path) -
     assert runs == 16 * 40
     assert len(json.loads((out / "run.json").read_text())["resumed_at"]) == 1
     assert os.path.exists(out / "gemm_perf.parquet")
+    # The resumed run is another process, though its worker has the same name.
+    perf = rec.perf["gemm"].to_pydict()
+    processes = dict(zip(perf["case_key"], perf["processes"], strict=True))
+    assert before and all(processes[k] == 2 for k in before)
+    assert all(n == 1 for k, n in processes.items() if k not in before)
 
 
 def test_a_fresh_worker_gets_the_clock_floor_reference_of_earlier_runs() -> None:
