@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from scipy.stats import trim_mean
 
 from collector.errors import RunRecordError
 from collector.record import CHECKPOINT, Checkpoint, CheckpointState, read_record
@@ -35,11 +36,11 @@ def test_round_trip_keeps_rows_samples_failures_and_counts(
     assert counts["planned"] == 3 and counts["ok"] == 2 and counts["failed"] == 1
     assert rec.anomalies == []
     row = perf.to_pylist()[0]
-    # Latency is the median of all the stored samples of the case, over its runs.
+    # Latency is the 10% trimmed mean of all the stored samples of the case, over its runs.
     samples = rec.samples["gemm"].to_pylist()
     mine = [s["ms"] for s in samples if s["case_key"] == row["case_key"]]
     assert len(mine) == 6 * 8
-    assert row["latency"] == pytest.approx(float(np.median(mine)))
+    assert row["latency"] == pytest.approx(float(trim_mean(mine, 0.1)), rel=1e-12)
     assert row["p10"] <= row["latency"] <= row["p90"]
     assert row["tflops"] == pytest.approx(row["flops"] / (row["latency"] / 1e3) / 1e12)
 

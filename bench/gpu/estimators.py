@@ -34,9 +34,9 @@ def _pooled(f: Callable[[np.ndarray], float]) -> Callable[[Runs], float]:
 
 
 ESTIMATORS: dict[str, Callable[[Runs], float]] = {
-    "pooled_median": compare_stats.pooled_median,
+    "pooled_median": _pooled(compare_stats.median),
     "pooled_mean": _pooled(lambda x: float(np.mean(x))),
-    "trimmed_mean_10": _pooled(lambda x: float(stats.trim_mean(x, 0.1))),
+    "trimmed_mean_10 (shipped)": compare_stats.pooled_estimate,
     "trimmed_mean_20": _pooled(lambda x: float(stats.trim_mean(x, 0.2))),
     "harrell_davis_median": _pooled(lambda x: float(stats.mstats.hdquantiles(x, prob=[0.5])[0])),
     "mean_of_run_medians": lambda runs: float(np.mean([np.median(r) for r in runs])),

@@ -156,7 +156,9 @@ def _run_stats(
     medians = [(stats.run_medians(b), stats.run_medians(c)) for b, c in pairs]
     for i, ((b, c), (bm, cm)) in enumerate(zip(pairs, medians, strict=True)):
         noise = stats.noise_of(bm, cm)
-        out["ratio"][i] = stats.pooled_median(c) / stats.pooled_median(b)
+        out["ratio"][i] = stats.pooled_estimate(c, settings.trim) / stats.pooled_estimate(
+            b, settings.trim
+        )
         out["noise"][i] = noise
         out["threshold"][i] = stats.threshold_for(noise, settings)
         out["base_runs"][i] = bm.size

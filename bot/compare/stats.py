@@ -2,12 +2,13 @@
 
 Why this shape (DESIGN.md section 6): samples inside one run need not be independent, so
 tests on samples flag most unchanged cases. Runs are the unit of the test (on per-run
-medians) and of the noise. The estimate is the pooled median of all samples, with an
-interval from a two-level bootstrap (resample runs, then samples in each run). Where a run's
-samples share one state it behaves like the median of run medians; where they are
-independent draws (short kernels, one buffer set per sample since 2026-11-30) it uses them
-all: on the H200 session 8 A/A, p99 of |A/A difference| 1.24% against 1.71% for the median
-of run medians (docs/benchmarks.md, session 8).
+medians) and of the noise. The estimate is the 10% trimmed mean of all samples pooled over
+runs, with an interval from a two-level bootstrap (resample runs, then samples in each run).
+It uses every sample where a run's samples are independent draws, resists outlying samples,
+and follows a bimodal case (memory-sensitive GEMMs sit on two levels a few % apart) smoothly
+where a median jumps across the gap. On the H200 A/A sessions 8, 10 and 11 it gave p99 of
+|A/A difference| 1.12/1.12/1.25% against 1.24/1.15/1.50% for the pooled median and
+1.71/1.16/1.66% for the median of run medians (docs/benchmarks.md, "Trimmed pooled mean").
 
 The verdict rule (`verdicts`) asks three things of a regression: the run-level test is
 significant after Benjamini-Hochberg control across cases, the interval excludes every change
@@ -31,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from collector.aggregate import LATENCY_TRIM, trimmed_mean
+
 # scipy.stats is imported where it is used: it costs about a second of start-up, and a
 # comparison of imported tables (no samples) never needs it.
 
@@ -51,6 +54,9 @@ class Settings:
     # The "same" band is never wider than this: a very noisy case is not "same".
     max_same_band: float = 0.10
     bootstrap: int = 2000
+    # Share of each case's pooled samples cut from each end before averaging (the row's
+    # latency uses the same): docs/benchmarks.md, "Trimmed pooled mean".
+    trim: float = LATENCY_TRIM
     seed: int = 20261130
 
     def to_json(self) -> dict[str, Any]:
@@ -79,9 +85,9 @@ def pack_runs(
     return packed, lengths
 
 
-def pooled_median(runs: Sequence[np.ndarray]) -> float:
-    """The case's latency: the median of all its samples, over every run."""
-    return median(np.concatenate([np.asarray(r, dtype=float) for r in runs]))
+def pooled_estimate(runs: Sequence[np.ndarray], trim: float = LATENCY_TRIM) -> float:
+    """The case's latency: the trimmed mean of all its samples, over every run."""
+    return trimmed_mean(np.concatenate([np.asarray(r, dtype=float) for r in runs]), trim)
 
 
 # Cases x replicates x samples held at once by the bootstrap: about 32 MB per int32 array.
@@ -104,10 +110,10 @@ def _draw_counts(pick: np.ndarray, idx: np.ndarray, keep: np.ndarray | None) -> 
     return counts.reshape(n_boot, slots)
 
 
-def weighted_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Medians of multisets given as values (cases, S) and draw counts (cases, n_boot, S),
-    or (n_boot, S) shared by all cases: the median of `np.repeat(values, counts)` per row,
-    computed without expanding it. Returns (cases, n_boot)."""
+def weighted_trimmed_means(values: np.ndarray, counts: np.ndarray, trim: float) -> np.ndarray:
+    """Trimmed means of multisets given as values (cases, S) and draw counts (cases, n_boot,
+    S), or (n_boot, S) shared by all cases: `trimmed_mean(np.repeat(values, counts), trim)`
+    per row, computed without expanding it. Returns (cases, n_boot)."""
     order = np.argsort(values, axis=1)
     ranked = np.take_along_axis(values, order, axis=1)
     # The narrowest integer that holds a replicate's size: the running count is most of
@@ -121,23 +127,29 @@ def weighted_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     else:
         w = np.take_along_axis(np.swapaxes(small, 1, 2), order[:, :, None], axis=1)
     cum: np.ndarray = np.cumsum(w, axis=1, dtype=dtype)
-    total: np.ndarray = cum[:, -1:, :]
-    # The element of 0-based rank r sits at the first position whose running count
-    # exceeds r; the median averages ranks (N-1)//2 and N//2 (one rank when N is odd).
-    low = np.count_nonzero(cum <= (total - 1) // 2, axis=1)
-    high = np.count_nonzero(cum <= total // 2, axis=1)
-    rows = np.arange(values.shape[0])[:, None]
-    return np.asarray(0.5 * (ranked[rows, low] + ranked[rows, high]))
+    total = cum[:, -1:, :].astype(np.int64)
+    # Ranks [cut, total - cut) are kept, cut = int(trim * total) as in scipy's trim_mean.
+    # A value whose copies hold ranks [cum - w, cum) keeps those inside that window.
+    cut = (total * trim).astype(np.int64)
+    low, high = cut.astype(dtype), (total - cut).astype(dtype)
+    # (np.minimum/np.maximum: several times faster than np.clip on small integers.)
+    kept = np.minimum(np.maximum(cum, low), high) - np.minimum(np.maximum(cum - w, low), high)
+    sums = np.einsum("cs,csb->cb", ranked, kept)
+    return np.asarray(sums / (total - 2 * cut)[:, 0, :])
 
 
 def bootstrap_batch(
-    packed: np.ndarray, lengths: np.ndarray, n_boot: int, rng: np.random.Generator
+    packed: np.ndarray,
+    lengths: np.ndarray,
+    n_boot: int,
+    rng: np.random.Generator,
+    trim: float = LATENCY_TRIM,
 ) -> np.ndarray:
-    """Bootstrap distributions of the pooled median for a batch of cases.
+    """Bootstrap distributions of the pooled estimate for a batch of cases.
 
     `packed` is (cases, runs, width) and `lengths` (cases, runs). Two levels: runs are
     resampled first, then samples within each picked run, each run at its own length; the
-    replicate is the median of everything drawn. Resampling runs keeps the interval honest
+    replicate is the trimmed mean of everything drawn. Resampling runs keeps the interval honest
     when a run's samples share one state (DESIGN.md section 6); resampling samples keeps it
     from collapsing when runs are few. One draw of indices is shared by the cases of a
     batch: each case's bootstrap is still a valid bootstrap. Returns (cases, n_boot).
@@ -150,7 +162,9 @@ def bootstrap_batch(
         counts = _draw_counts(pick, rng.integers(0, width, size=(n_boot, n_runs, width)), None)
         step = max(1, CHUNK_VALUES // max(1, counts.size))
         for start in range(0, n_cases, step):
-            out[start : start + step] = weighted_medians(values[start : start + step], counts)
+            out[start : start + step] = weighted_trimmed_means(
+                values[start : start + step], counts, trim
+            )
         return out
     # Ragged runs (dropped samples): a short run contributes its own number of draws, each
     # from its own samples, never from the padding.
@@ -160,15 +174,18 @@ def bootstrap_batch(
         idx = (u * picked).astype(np.int64)
         keep = np.arange(width)[None, None, :] < picked
         counts = _draw_counts(pick, idx, keep)
-        out[case] = weighted_medians(values[case : case + 1], counts[None])[0]
+        out[case] = weighted_trimmed_means(values[case : case + 1], counts[None], trim)[0]
     return out
 
 
-def bootstrap_pooled_median(
-    runs: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator
+def bootstrap_pooled_estimate(
+    runs: Sequence[np.ndarray],
+    n_boot: int,
+    rng: np.random.Generator,
+    trim: float = LATENCY_TRIM,
 ) -> np.ndarray:
     packed, lengths = pack_runs(runs)
-    result: np.ndarray = bootstrap_batch(packed[None], lengths[None], n_boot, rng)[0]
+    result: np.ndarray = bootstrap_batch(packed[None], lengths[None], n_boot, rng, trim)[0]
     return result
 
 
@@ -209,6 +226,7 @@ def ratio_intervals(
                         np.stack([n for _, n in packed]),
                         settings.bootstrap,
                         rng,
+                        settings.trim,
                     )
                 )
             bounds = np.percentile(sides[1] / sides[0], [tail, 100.0 - tail], axis=1)
