@@ -32,9 +32,12 @@ FRESH_WORKERS = ("gpu", "always", "never")
 
 @dataclass(frozen=True)
 class Protocol:
-    # Ten runs: on the H200 the A/A spread of short kernels kept shrinking up to the nine a
-    # session could afford (p99 3.1% at 6 runs, 2.2% at 8, 2.0% at 9; docs/benchmarks.md).
-    runs: int = 10
+    # The most runs a case takes. With adaptive stopping (below) most cases stop at 3-5;
+    # the cap serves the noisiest few (run sd near 2%: ten runs left them 0.9% apart in
+    # A/A). Without it every case takes them all (the fixed protocol measured for cost
+    # took 10: on the H200 the A/A spread of short kernels kept shrinking up to the nine a
+    # session could afford, p99 3.1% at 6 runs, 2.2% at 8, 2.0% at 9; docs/benchmarks.md).
+    runs: int = 16
     samples: int = 8
     warmup: int = 3
     # Calls per sample are chosen so that a sample lasts about this long (rounded up to a
@@ -89,13 +92,15 @@ class Protocol:
     # "always" (the CPU tests of the mechanism); "never".
     fresh_workers: str = "gpu"
     # Adaptive stopping: after `min_runs`, a case leaves play once the relative half-width
-    # of its 95% interval (over per-run medians) is at most `target_ci`. On by default; 0
-    # turns it off and every case takes `runs` runs. On the H200 a live A/A with these
-    # defaults flagged no case of 321 and cost 0.49-0.56 device s per case, against 1.41 s
-    # for the fixed 10-run protocol (docs/benchmarks.md, session 10). Before placements,
-    # 3-run intervals were too narrow (2.2% of A/A cases flagged, session 3).
+    # of its 95% interval (over per-run trimmed means, the estimate's own unit) is at most
+    # `target_ci`; a case still wider goes on up to `runs` runs (the noisiest few). 0
+    # turns it off and every case takes `runs` runs. The target and the cap (0.01 and 10
+    # before) were set after live A/A sessions 10-12 on the H200 (docs/benchmarks.md):
+    # their tail cases were sides that stopped at 3-4 runs on a lucky spread while the
+    # other side needed 9-10, and cases at the 10-run cap with a run sd near 2%. Before
+    # placements, 3-run intervals were too narrow (2.2% of A/A cases flagged, session 3).
     min_runs: int = 3
-    target_ci: float = 0.01
+    target_ci: float = 0.008
     # With adaptive stopping, a run may also stop sampling after this many samples once its
     # median is known to better than half the target (0: always take `samples`).
     min_samples: int = 4

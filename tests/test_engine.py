@@ -15,7 +15,7 @@ import pytest
 
 from collector.canary import Canary
 from collector.caseplan import CaseSelector
-from collector.engine import CollectConfig, run_collection
+from collector.engine import CollectConfig, relative_halfwidth, run_collection
 from collector.errors import UserError
 from collector.record import CHECKPOINT, RunRecord, read_record
 from collector.timing import Protocol
@@ -123,6 +123,16 @@ def test_adaptive_stopping_takes_min_runs_when_tight_and_the_cap_when_not(
     assert set(rec.perf["gemm"].column("runs").to_pylist()) == {runs_each}
     stopped_early = rec.perf["gemm"].num_rows if runs_each < 6 else 0
     assert rec.meta["converged_early"] == stopped_early
+
+
+def test_adaptive_stopping_judges_the_spread_of_the_estimate_run_by_run() -> None:
+    """The interval is over per-run trimmed means, the comparison's estimate: runs with one
+    median but different upper halves are not "tight" (a median-based rule said they were)."""
+    same = [[1.0, 1.0, 1.0, 1.0, 1.0]] * 3
+    assert relative_halfwidth(same) == 0.0
+    spread = [[1.0, 1.0, 1.0, 1.0 + d, 1.0 + d] for d in (0.0, 0.05, 0.10)]
+    assert relative_halfwidth(spread) > 0.04  # means 1.00, 1.02, 1.04; medians all 1.0
+    assert relative_halfwidth(spread[:1]) == float("inf")
 
 
 def test_unsupported_dtype_is_an_observed_failure(tmp_path: Path) -> None:

@@ -61,6 +61,10 @@ def _cfg(
     )
 
 
+# The fixed protocol that adaptive stopping's cost is compared with (sessions 6 and 10).
+FIXED_RUNS = 10
+
+
 def drive(collections: dict[str, Collection], runs: int, deadline: float) -> dict[str, float]:
     names = list(collections)
     seconds = {n: 0.0 for n in names}
@@ -82,7 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--phase", choices=("aa", "adaptive", "default", "fixed"), required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--runs", type=int, default=Protocol.runs)
+    parser.add_argument("--runs", type=int, default=FIXED_RUNS)
     parser.add_argument("--minutes", type=float, default=8.0)
     parser.add_argument("--device", default="cuda:0")
     # Adaptive stopping never takes more runs than the default protocol.
@@ -129,7 +133,10 @@ def main() -> None:
                 args.out / "C", shipped, args.device, args.case_set, canary, ("gemm",), slowed
             )
     elif args.phase == "fixed":
-        fixed = Protocol(target_ci=0.0, placement_order=order, placements=args.placements)
+        # The fixed reference of sessions 6-10: 10 runs of every case, adaptive stopping off.
+        fixed = Protocol(
+            runs=FIXED_RUNS, target_ci=0.0, placement_order=order, placements=args.placements
+        )
         cfgs = {"F": _cfg(args.out / "F", fixed, args.device, args.case_set)}
     else:
         adaptive = Protocol(
@@ -148,7 +155,7 @@ def main() -> None:
     collections = {name: Collection(cfg) for name, cfg in cfgs.items()}
     startup = time.monotonic() - t0
     print(f"started {len(collections)} collections in {startup:.1f} s", flush=True)
-    rounds = {"adaptive": args.adaptive_cap, "default": Protocol.runs}.get(args.phase, args.runs)
+    rounds = max(c.cfg.protocol.runs for c in collections.values())
     seconds = drive(collections, rounds, deadline)
     for c in collections.values():
         c.finish("complete" if time.monotonic() < deadline else "partial")

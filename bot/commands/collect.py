@@ -84,7 +84,7 @@ def collect(
         typer.Option(
             min=1, help="Runs per case, the unit of the statistics (the cap when adaptive)."
         ),
-    ] = 10,
+    ] = 16,
     samples: Annotated[int, typer.Option(min=1, help="Timed samples per run.")] = 8,
     warmup: Annotated[int, typer.Option(min=0, help="Warm-up calls before timing.")] = 3,
     target_sample_ms: Annotated[
@@ -101,9 +101,9 @@ def collect(
         typer.Option(
             min=0.0,
             help="Adaptive stopping: a case stops once its 95%% half-width is at most this "
-            "(0.01 = 1%%); 0 turns it off (every case takes --runs runs).",
+            "(0.008 = 0.8%%); 0 turns it off (every case takes --runs runs).",
         ),
-    ] = 0.01,
+    ] = 0.008,
     min_runs: Annotated[
         int,
         typer.Option(
