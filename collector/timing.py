@@ -97,8 +97,10 @@ class Protocol:
     # turns it off and every case takes `runs` runs. The target and the cap (0.01 and 10
     # before) were set after live A/A sessions 10-12 on the H200 (docs/benchmarks.md):
     # their tail cases were sides that stopped at 3-4 runs on a lucky spread while the
-    # other side needed 9-10, and cases at the 10-run cap with a run sd near 2%. Before
-    # placements, 3-run intervals were too narrow (2.2% of A/A cases flagged, session 3).
+    # other side needed 9-10, and cases at the 10-run cap with a run sd near 2%. Live A/As
+    # with these defaults (sessions 13-14): no case of 321 flagged, p99 1.05% and 1.11%, at
+    # 0.37-0.47 of the fixed 10-run protocol's device time. Before placements, 3-run
+    # intervals were too narrow (2.2% of A/A cases flagged, session 3).
     min_runs: int = 3
     target_ci: float = 0.008
     # With adaptive stopping, a run may also stop sampling after this many samples once its
