@@ -6,9 +6,10 @@ medians) and of the noise. The estimate is the 10% trimmed mean of all samples p
 runs, with an interval from a two-level bootstrap (resample runs, then samples in each run).
 It uses every sample where a run's samples are independent draws, resists outlying samples,
 and follows a bimodal case (memory-sensitive GEMMs sit on two levels a few % apart) smoothly
-where a median jumps across the gap. On the H200 A/A sessions 8, 10 and 11 it gave p99 of
-|A/A difference| 1.12/1.12/1.25% against 1.24/1.15/1.50% for the pooled median and
-1.71/1.16/1.66% for the median of run medians (docs/benchmarks.md, "Trimmed pooled mean").
+where a median jumps across the gap. Chosen on the recorded H200 A/A sessions 8, 10 and 11
+(p99 of |A/A difference| 1.12/1.12/1.25% against 1.24/1.15/1.50% for the pooled median);
+alone it failed a fresh session (12: 1.80%), and with adaptive stopping tightened to match
+it held in two (13 and 14: 1.05% and 1.11%; docs/benchmarks.md, "Sessions 12-14").
 
 The verdict rule (`verdicts`) asks three things of a regression: the run-level test is
 significant after Benjamini-Hochberg control across cases, the interval excludes every change
@@ -55,7 +56,7 @@ class Settings:
     max_same_band: float = 0.10
     bootstrap: int = 2000
     # Share of each case's pooled samples cut from each end before averaging (the row's
-    # latency uses the same): docs/benchmarks.md, "Trimmed pooled mean".
+    # latency uses the same): docs/benchmarks.md, "Sessions 12-14".
     trim: float = LATENCY_TRIM
     seed: int = 20261130
 
