@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=FIXED_RUNS)
     parser.add_argument("--minutes", type=float, default=8.0)
     parser.add_argument("--device", default="cuda:0")
-    # Adaptive stopping never takes more runs than the default protocol.
+    # The cap of the `adaptive` phase (sessions 2-3: never more runs than the fixed protocol).
     parser.add_argument("--adaptive-cap", type=int, default=10)
     parser.add_argument("--min-runs", type=int, default=Protocol.min_runs)
     parser.add_argument("--no-canary", action="store_true")
