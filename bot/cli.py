@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import typer
 
+from bot import __version__
+
 app = typer.Typer(
     help=(
         "Collect GPU kernel performance for a pull request, compare it with a baseline and "
@@ -16,6 +18,22 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"collectbot {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version."
+    ),
+) -> None:
+    del version  # handled by its callback; the app's help text is the Typer app's, above
+
 
 # Registration order is the order `--help` lists the commands in.
 from bot.commands import (  # noqa: E402, F401
