@@ -382,8 +382,10 @@ def test_a_bundle_claiming_approval_is_checked_against_github(
         gh.label(PR, LABEL, "Codertocat")
         actor = "Codertocat"
         gh._clock += timedelta(hours=2)
-    elif how == "other-actor":  # a maintainer labelled; the run is the author's push
+    elif how == "other-actor":  # a maintainer labelled; the run is another writer's push
         gh.label(PR, LABEL, "Codertocat")
+        gh.permissions["pusher"] = ("write", "write")
+        actor = "pusher"
     created = (gh._clock + timedelta(seconds=5)).isoformat().replace("+00:00", "Z")
     data = finished_run(HEAD, RUN_ID, actor=actor)
     data["workflow_run"]["created_at"] = created
