@@ -294,6 +294,12 @@ CONTROLS = [
         ("tests/test_result_publish.py::test_a_bundle_claiming_approval_is_checked_against_github",),
     ),
     Control(
+        "S31e",
+        "publishing a rendered comment for a workflow run re-derives approval too",
+        (edit("bot/commands/publish.py", "            check_approval(api, target, run_event, labels[0] if labels else None)", "            pass"),),
+        ("tests/test_github_publish.py::test_workflow_run_resolves_the_pr_from_the_head_sha",),
+    ),
+    Control(
         "S32",
         "the PR is resolved from the run's head repository and branch",
         (edit("bot/github/deliver.py", "        for p in api.open_pulls_for_branch(event.head_repo, event.head_branch)", "        for p in api.pulls_for_commit(event.head_sha)"),),

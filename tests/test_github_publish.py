@@ -320,6 +320,7 @@ def test_workflow_run_resolves_the_pr_from_the_head_sha(
     repository and branch at its head SHA."""
     from tests.github_fixtures import finished_run
 
+    gh.label(PR, "collect/torch", "Codertocat")  # the label that started the run
     event = finished_run(HEAD)
     path = tmp_path / "event.json"
     path.write_text(json.dumps(event))
@@ -334,6 +335,11 @@ def test_workflow_run_resolves_the_pr_from_the_head_sha(
         assert result.exit_code == 2 and "expected one open pull request from" in result.output
         assert f"at {head[:12]} on {REPO}, found none" in result.output
     assert len(gh.issue_comments(PR)) == 1
+    # A run no maintainer's label started (its actor applied none): nothing posted.
+    path.write_text(json.dumps(finished_run(HEAD, actor="outsider")))
+    result = runner.invoke(app, ["publish", str(comment), "--event", str(path)])
+    assert result.exit_code == 2 and "not approved" in result.output
+    assert len(gh.issue_comments(PR)) == 1 and len(gh.statuses) == 1
 
 
 def test_missing_credentials_and_bad_inputs_are_one_line_errors(

@@ -183,7 +183,11 @@ def publish(
     api = RepoApi(connect(cfg, repo_name), repo_name)
     try:
         if run_event is not None:
+            from bot.github.approval import check_approval
+
             target = _pr_for_run(api, run_event)
+            # A workflow run's comment: approved by a maintainer's label, GitHub says so.
+            check_approval(api, target, run_event, labels[0] if labels else None)
         else:
             number = pr if pr is not None else int((plan_data or {})["pr"])
             target = api.pull(number)
