@@ -211,6 +211,26 @@ def test_pull_request_jobs_never_write_the_store() -> None:
     assert puts == [("baseline.yml", "jobs.store.steps[3]")], puts
 
 
+def test_baseline_shards_travel_only_between_the_baseline_runs_own_jobs() -> None:
+    """Attack 1: a PR job once overwrote a baseline run's shard stash in the shared store.
+    The baseline's shards are now artifacts of its own run (no `run-id`: this run), which
+    no other run can write, and nothing reads shards from the store."""
+    doc = WORKFLOWS["baseline.yml"]
+    uploads = [
+        s["with"]["artifact"]
+        for _, s in steps_of(doc)
+        if s.get("uses") == "./.github/actions/collect-shard"
+    ]
+    assert uploads == ["collectbot-shard-${{ matrix.shard }}"]
+    fetch = [s for _, s in steps_of(doc) if "download-artifact" in str(s.get("uses") or "")]
+    assert [s["with"] for s in fetch] == [
+        {"pattern": "collectbot-shard-*", "path": "${{ runner.temp }}/fetched"}
+    ]
+    for name, wf in WORKFLOWS.items():
+        for where, step in steps_of(wf):
+            assert "store unstash" not in str(step.get("run") or ""), (name, where)
+
+
 def test_the_publisher_reads_results_only_from_the_finished_runs_artifacts() -> None:
     """Attack 1: no store a pull request's job could write feeds the publisher."""
     for path in definition_files():

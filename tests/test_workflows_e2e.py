@@ -395,3 +395,46 @@ def test_a_paired_label_runs_an_ab_campaign_of_base_and_head(e2e: Env) -> None:
     assert body.split("\n")[1].startswith("## ❌") and "new failure group" in body
     assert "merge-base" in body  # the baseline is the PR's base, collected alongside
     assert server.pulls[PR].labels == []
+
+
+def test_a_result_planted_in_the_store_is_never_published(e2e: Env, tmp_path: Path) -> None:
+    """Attack 1, the publisher's side: a PR job writes a green result bundle for another run
+    where the publisher once read results (`results/<repo>/<run id>` in the store). The
+    publisher reads only that run's own artifacts: the planted bundle is never posted."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+    from bot.github.plan import Plan
+    from bot.result_bundle import make_result
+    from tests.factories import gemm_case, simulated_runs, write_record
+
+    victim = 999  # a run of the victim PR that left no result (cancelled, say)
+    rng = np.random.default_rng(7)
+    cases = [gemm_case(m) for m in (1, 2, 4)]
+    base = write_record(tmp_path / "base", cases, lambda c: simulated_runs(rng, 1.0))
+    cand = write_record(tmp_path / "cand", cases, lambda c: simulated_runs(rng, 1.0))
+    result = CliRunner().invoke(
+        app, ["compare", str(base), str(cand), "--out", str(tmp_path / "c")]
+    )
+    assert result.exit_code == 0, result.output
+    plan = Plan(
+        trigger=True, code="approved", reason="forged", event="pull_request", action="labeled",
+        repo=REPO, pr=PR, label=LABEL, backend="torch", head_sha=e2e.head_sha,
+    )  # fmt: skip
+    (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
+    forged = tmp_path / "forged"
+    make_result(forged, plan_path=tmp_path / "plan.json", workflow_run_id=victim,
+                repo=REPO, head_sha=e2e.head_sha, comparison=tmp_path / "c")  # fmt: skip
+    RunStore(str(e2e.store)).stash(forged, f"results/{REPO}/{victim}")
+    server = _server(e2e.head_sha, e2e.base_sha)
+    with server.running():
+        labelled = server.label(PR, LABEL, "Codertocat")  # so approval alone would not stop it
+        conn = {"env": {"GITHUB_API_URL": server.url}, "secrets": {"GITHUB_TOKEN": BOT_TOKEN}}
+        _git(e2e.repo, "checkout", "-q", "main")
+        finished = _finished(e2e, victim, "Codertocat", labelled)
+        published = e2e.act("workflow_run", "publish.yml", finished, victim + 1, **conn)
+    assert "no result at" in published and "left nothing to publish" in published
+    assert server.issue_comments(PR) == [] and server.statuses == []
+    assert server.pulls[PR].labels == [LABEL]
+    assert not server.violations, "\n".join(server.violations[:10])
