@@ -435,3 +435,29 @@ def test_a_second_pull_request_on_the_same_commit_neither_blocks_nor_receives(
     result = _publish(bundle, _event(tmp_path, pull_requests=[PR]))
     assert result.exit_code == 0, result.output
     assert gh.issue_comments(67) == []
+
+
+def test_approving_label_reads_the_event_log_as_github_writes_it() -> None:
+    """The pure rule: the run's actor's trigger label, just before the run was created."""
+    from datetime import UTC, datetime
+
+    from bot.github.api import IssueEvent
+    from bot.github.approval import approving_label
+
+    created = datetime(2026, 11, 30, 12, 10, tzinfo=UTC)
+    events = [
+        IssueEvent("labeled", "Codertocat", "collect/torch", "2026-11-30T11:50:00Z"),  # old
+        IssueEvent("labeled", "Codertocat", "bug", "2026-11-30T12:09:00Z"),  # not a trigger
+        IssueEvent("unlabeled", "Codertocat", "collect/torch", "2026-11-30T12:09:10Z"),
+        IssueEvent("labeled", "someone", "collect/vllm", "2026-11-30T12:09:20Z"),  # not the actor
+        IssueEvent("labeled", "codertocat", "collect/torch:gemm", "2026-11-30T12:09:30"),
+        IssueEvent("labeled", "Codertocat", "collect/vllm", "2026-11-30T12:09:40Z"),
+        IssueEvent("labeled", "Codertocat", "collect/torch", "2026-11-30T12:12:00Z"),  # after
+    ]
+    found = approving_label(events, "Codertocat", created)
+    assert found is not None and found.label == "collect/vllm"  # the latest that fits
+    hinted = approving_label(events, "Codertocat", created, prefer="COLLECT/torch:gemm")
+    assert hinted is not None and hinted.label == "collect/torch:gemm"  # a hint, if it fits
+    assert approving_label(events, "Codertocat", created, prefer="collect/torch") == found
+    assert approving_label(events, "someone-else", created) is None
+    assert approving_label(events[:4], "Codertocat", created) is None

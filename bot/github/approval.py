@@ -16,7 +16,7 @@ and in both cases the actor has write permission or more now, looked up through 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from bot.github.api import IssueEvent, PullRequest, RepoApi
 from bot.github.events import WorkflowRunEvent
@@ -38,10 +38,12 @@ class Approval:
 
 
 def _when(text: str, what: str) -> datetime:
+    """GitHub's ISO 8601 time; one without a zone is UTC (so any two compare)."""
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise UserError(f"{what}: not a timestamp ({text!r:.40})") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def approving_label(
