@@ -259,9 +259,51 @@ CONTROLS = [
     ),
     Control(
         "S12",
-        "the PR is found from the head SHA only",
-        (edit("bot/commands/publish.py", "            target = _pr_for_sha(api, run_event.head_sha)", "            target = api.pull(run_event.pull_requests[0]) if run_event.pull_requests else _pr_for_sha(api, run_event.head_sha)"),),
+        "the PR is found from the run's head branch and SHA only",
+        (edit("bot/commands/publish.py", "            target = _pr_for_run(api, run_event)", "            target = api.pull(run_event.pull_requests[0]) if run_event.pull_requests else _pr_for_run(api, run_event)"),),
         ("tests/test_security.py::test_a_pr_number_in_the_event_is_never_used",),
+    ),
+    Control(
+        "S30",
+        "a pull request's job gets the store read-only",
+        (edit("bot/store.py", "        if self.read_only:", "        if False:"),),
+        ("tests/test_store.py::test_a_pull_requests_job_cannot_store_a_baseline",),
+    ),
+    Control(
+        "S31a",
+        "the publisher re-derives approval before posting",
+        (edit("bot/github/deliver.py", '    approval = check_approval(api, pull, event, bundle.plan.get("label")) if pull else None', '    approval = __import__("bot.github.approval").github.approval.Approval(event.actor, "write", bundle.plan.get("label")) if pull else None'),),
+        ("tests/test_result_publish.py::test_a_bundle_claiming_approval_is_checked_against_github",),
+    ),
+    Control(
+        "S31b",
+        "the approving actor must have write permission",
+        (edit("bot/github/approval.py", "    if permission_rank(permission) < permission_rank(REQUIRED_PERMISSION):", "    if False:"),),
+        ("tests/test_result_publish.py::test_a_bundle_claiming_approval_is_checked_against_github",),
+    ),
+    Control(
+        "S31c",
+        "the label must have started the run (applied just before it was created)",
+        (edit("bot/github/approval.py", "        if run_created - LABEL_TO_RUN <= at <= run_created + CLOCK_SKEW:", "        if True:"),),
+        ("tests/test_result_publish.py::test_a_bundle_claiming_approval_is_checked_against_github",),
+    ),
+    Control(
+        "S31d",
+        "the label must be the run's actor's",
+        (edit("bot/github/approval.py", "        if event.actor.lower() != actor.lower():", "        if False:"),),
+        ("tests/test_result_publish.py::test_a_bundle_claiming_approval_is_checked_against_github",),
+    ),
+    Control(
+        "S31e",
+        "publishing a rendered comment for a workflow run re-derives approval too",
+        (edit("bot/commands/publish.py", "            check_approval(api, target, run_event, labels[0] if labels else None)", "            pass"),),
+        ("tests/test_github_publish.py::test_workflow_run_resolves_the_pr_from_the_head_sha",),
+    ),
+    Control(
+        "S32",
+        "the PR is resolved from the run's head repository and branch",
+        (edit("bot/github/deliver.py", "        for p in api.open_pulls_for_branch(event.head_repo, event.head_branch)", "        for p in api.pulls_for_commit(event.head_sha)"),),
+        ("tests/test_result_publish.py::test_a_second_pull_request_on_the_same_commit_neither_blocks_nor_receives",),
     ),
     Control(
         "S13",
