@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from bot.cli import app
 from bot.errors import one_line_errors
 from collector.errors import UserError
 
@@ -17,7 +16,6 @@ def _flag(name: str, value: object, default: object) -> list[str]:
     return [] if value == default or value is None else [name, str(value)]
 
 
-@app.command()
 @one_line_errors
 def campaign(
     base: Annotated[str, typer.Option("--base", help="Git ref of the baseline collector (A).")],

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from bot.cli import app
 from bot.errors import one_line_errors
 from collector.caseplan import CaseSelector
 from collector.errors import UserError
@@ -32,7 +31,6 @@ def _selector(text: str | None, option: str) -> CaseSelector | None:
     return CaseSelector.parse(text, option=option) if text else None
 
 
-@app.command()
 @one_line_errors
 def collect(
     out: Annotated[
