@@ -24,10 +24,12 @@ from typing import Protocol as Protocol_
 
 from collector.backends.base import Prepared
 from collector.device import ClockReader, ClockReading
+from collector.settings import setting
 
 T = TypeVar("T")
 PLACEMENT_ORDERS = ("upfront", "between")
 FRESH_WORKERS = ("gpu", "always", "never")
+CPU_CLOCKS = ("process", "wall")
 
 
 @dataclass(frozen=True)
@@ -37,16 +39,31 @@ class Protocol:
     # A/A). Without it every case takes them all (the fixed protocol measured for cost
     # took 10: on the H200 the A/A spread of short kernels kept shrinking up to the nine a
     # session could afford, p99 3.1% at 6 runs, 2.2% at 8, 2.0% at 9; docs/benchmarks.md).
-    runs: int = 16
-    samples: int = 8
-    warmup: int = 3
+    runs: int = setting(
+        16,
+        min=1,
+        unit="runs",
+        help="Runs per case, the unit of the statistics (the cap when adaptive).",
+    )
+    samples: int = setting(8, min=1, unit="samples", help="Timed samples per run.")
+    warmup: int = setting(3, min=0, unit="calls", help="Warm-up calls before timing.")
     # Calls per sample are chosen so that a sample lasts about this long (rounded up to a
     # power of two, so that runs and collections of one case mostly get the same count).
-    target_sample_ms: float = 1.0
-    max_inner: int = 256
+    target_sample_ms: float = setting(
+        1.0,
+        min=0.001,
+        unit="ms",
+        help="Calls per sample are chosen so a sample lasts this long.",
+    )
+    max_inner: int = setting(256, min=1, unit="calls", help="Most calls in one sample.")
     # CUDA: spin this long before each timed region so that launches are queued before the
     # clock starts (0 disables it, the protocol before 2026-11-30).
-    launch_block_us: float = 100.0
+    launch_block_us: float = setting(
+        100.0,
+        min=0.0,
+        unit="us",
+        help="CUDA: spin this long before each timed region so that launches are queued (0: off).",
+    )
     # CUDA: the SM clock is measured on the GPU right after every sample (a spin of
     # `clock_probe_us` that runs a known cycle count) and kept with the sample: NVML's
     # readings refresh every few tens of ms and read 1980 MHz through 10-15% slowdowns of a
@@ -56,31 +73,85 @@ class Protocol:
     # Power-capped kernels' run-to-run spread fell from 0.7-4.8% to 0.06% (probe 9). The
     # reference is per case: heavy GEMMs sustain ~5% less clock than light kernels, so a
     # process-wide reference flagged every one of their samples (probes 7 and 9).
-    clock_probe_us: float = 50.0
-    clock_floor: float = 0.95
+    clock_probe_us: float = setting(
+        50.0,
+        min=0.0,
+        unit="us",
+        help="CUDA: length of the spin after each sample that measures the SM clock (0: off).",
+    )
+    clock_floor: float = setting(
+        0.95,
+        min=0.0,
+        max=1.0,
+        unit="fraction",
+        help="Retake a sample whose SM clock, measured on the GPU right after it, fell "
+        "below this fraction of the fastest measured for its case (0: NVML's throttle "
+        "reasons alone decide).",
+    )
     # Idle time after each sample, as a multiple of the sample's duration.
-    idle_ratio: float = 1.0
-    use_graphs: bool = True
+    idle_ratio: float = setting(
+        1.0,
+        min=0.0,
+        unit="x sample",
+        help="Idle time after each sample, as a multiple of its duration.",
+    )
+    use_graphs: bool = setting(True, cli="graphs", help="Time CUDA ops inside CUDA graphs.")
     # A throttled sample is retaken after `retake_cooldown_s` (50 ms restored the clock of
     # every power-capped case in probe 9), at most `max_retakes` times per run. A run with
     # half or more of its samples still throttled after that, whose median is therefore a
     # throttled sample, is redone after `cooldown_s`, up to `max_redos` times.
-    max_retakes: int = 8
-    retake_cooldown_s: float = 0.05
-    max_redos: int = 2
-    cooldown_s: float = 2.0
+    max_retakes: int = setting(
+        8,
+        min=0,
+        unit="samples",
+        help="Retake at most this many throttled samples per run (after a cool-down).",
+    )
+    retake_cooldown_s: float = setting(
+        0.05, min=0.0, unit="s", help="Cool-down before a throttled sample is retaken."
+    )
+    max_redos: int = setting(
+        2,
+        min=0,
+        unit="runs",
+        help="Redo a run this many times at most when half or more of its samples "
+        "stayed throttled after retakes (its median would be a throttled sample).",
+    )
+    cooldown_s: float = setting(
+        2.0, min=0.0, unit="s", help="Cool-down before a throttled run is redone."
+    )
     # Independent buffer sets per run for kernels whose pilot is under `placement_max_us`;
     # samples visit them in blocks (one set per sample when `placements` == `samples`).
     # Each set is allocated behind a random spacer of up to `spacer_max_mib` MiB, so that
     # runs in one process do not reuse one memory layout.
-    placements: int = 8
-    placement_max_us: float = 50.0
-    spacer_max_mib: int = 256
+    placements: int = setting(
+        8,
+        min=1,
+        unit="buffer sets",
+        help="Buffer sets per run for kernels under 50 us, samples visiting them in "
+        "blocks (their speed follows a memory-system state: see docs/benchmarks.md).",
+    )
+    placement_max_us: float = setting(
+        50.0,
+        min=0.0,
+        unit="us",
+        help="Kernels whose pilot call is shorter than this get --placements buffer sets.",
+    )
+    spacer_max_mib: int = setting(
+        256,
+        min=0,
+        unit="MiB",
+        help="Each buffer set is allocated behind a random spacer of up to this size.",
+    )
     # "between": each set is built when sampling first reaches it, so each is timed under
     # its own draw of the memory-system state that building a set moves (probe 11: run sd
     # of five tail GEMMs 1.3% against 2.3% up front); "upfront": all before the first
     # sample, so a run measures one draw (the order of sessions 1-6).
-    placement_order: str = "between"
+    placement_order: str = setting(
+        "between",
+        choices=PLACEMENT_ORDERS,
+        help="Build each buffer set when sampling reaches it ('between': one draw of "
+        "the memory state per set) or all before the first sample ('upfront').",
+    )
     # Each round (run r of every case in play) after the first in fresh worker processes:
     # a process keeps one draw of the memory-system state, which the runs it takes share,
     # so the runs of one process agree more closely than two collections do (probe 12:
@@ -90,7 +161,12 @@ class Protocol:
     # worker pool; in-process collection (`workers=0`) keeps its one process. "gpu": on
     # CUDA devices only (a CPU worker's start costs seconds and buys nothing measured);
     # "always" (the CPU tests of the mechanism); "never".
-    fresh_workers: str = "gpu"
+    fresh_workers: str = setting(
+        "gpu",
+        choices=FRESH_WORKERS,
+        help="Take each round after the first in fresh worker processes ('gpu': on CUDA "
+        "devices only), so that a case's runs do not share one process's memory state.",
+    )
     # Adaptive stopping: after `min_runs`, a case leaves play once the relative half-width
     # of its 95% interval (over per-run trimmed means, the estimate's own unit) is at most
     # `target_ci`; a case still wider goes on up to `runs` runs (the noisiest few). 0
@@ -101,17 +177,41 @@ class Protocol:
     # with these defaults (sessions 13-14): no case of 321 flagged, p99 1.05% and 1.11%, at
     # 0.37-0.47 of the fixed 10-run protocol's device time. Before placements, 3-run
     # intervals were too narrow (2.2% of A/A cases flagged, session 3).
-    min_runs: int = 3
-    target_ci: float = 0.008
+    min_runs: int = setting(
+        3,
+        min=2,
+        unit="runs",
+        help="Adaptive stopping: runs every case gets first (3 was validated on the "
+        "H200 with placements: see docs/benchmarks.md).",
+    )
+    target_ci: float = setting(
+        0.008,
+        min=0.0,
+        unit="fraction",
+        help="Adaptive stopping: a case stops once its 95% half-width is at most this "
+        "(0.008 = 0.8%); 0 turns it off (every case takes --runs runs).",
+    )
     # With adaptive stopping, a run may also stop sampling after this many samples once its
     # median is known to better than half the target (0: always take `samples`).
-    min_samples: int = 4
+    min_samples: int = setting(
+        4,
+        min=0,
+        unit="samples",
+        help="Adaptive stopping: a run may stop after this many samples once its median is "
+        "precise enough (0: always take --samples).",
+    )
     # CPU path: "process" times CPU time of this process (robust to other processes on a
     # shared machine), "wall" times elapsed time. Both clocks are monotonic.
-    cpu_clock: str = "process"
+    cpu_clock: str = setting(
+        "process",
+        choices=CPU_CLOCKS,
+        help="CPU: time the process's CPU time ('process') or elapsed time ('wall').",
+    )
     # Intra-op threads on the CPU path (0: torch's default). One thread keeps CPU timings
     # reproducible on small, shared machines.
-    cpu_threads: int = 1
+    cpu_threads: int = setting(
+        1, min=0, unit="threads", help="CPU: torch's intra-op threads (0: torch's default)."
+    )
 
     def __post_init__(self) -> None:
         if self.placement_order not in PLACEMENT_ORDERS:
@@ -120,6 +220,8 @@ class Protocol:
             )
         if self.fresh_workers not in FRESH_WORKERS:
             raise ValueError(f"fresh_workers {self.fresh_workers!r} is not one of {FRESH_WORKERS}")
+        if self.cpu_clock not in CPU_CLOCKS:
+            raise ValueError(f"cpu_clock {self.cpu_clock!r} is not one of {CPU_CLOCKS}")
 
     def fresh_workers_on(self, device: str) -> bool:
         """Whether rounds after the first take fresh worker processes on this device."""

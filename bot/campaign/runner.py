@@ -40,6 +40,7 @@ from collector.environment import measured_code_environment
 from collector.errors import UserError
 from collector.ops import get_op
 from collector.record import RUN_JSON, RunRecord, read_record, sha256_file
+from collector.settings import cli_args
 
 SIDES = ("base", "head")
 CAMPAIGN_JSON = "campaign.json"
@@ -305,21 +306,8 @@ class Campaign:
         cmd += ["--paired", "--baseline-kind", self.cfg.baseline_kind]
         if confirmed:
             cmd += ["--confirm-base", "confirm/base-run", "--confirm-cand", "confirm/head-run"]
-        s = self.cfg.settings
-        cmd += [
-            "--min-effect",
-            str(s.min_effect),
-            "--noise-mult",
-            str(s.noise_mult),
-            "--alpha",
-            str(s.alpha),
-            "--size-only-threshold",
-            str(s.size_only_threshold),
-            "--seed",
-            str(s.seed),
-            "--out",
-            "comparison",
-        ]
+        cmd += cli_args(self.cfg.settings, every=True)
+        cmd += ["--out", "comparison"]
         return cmd
 
     def _write_manifest(self, status: str, confirmed: bool = False) -> Path:

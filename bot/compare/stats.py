@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from collector.aggregate import LATENCY_TRIM, trimmed_mean
+from collector.settings import setting
 
 # scipy.stats is imported where it is used: it costs about a second of start-up, and a
 # comparison of imported tables (no samples) never needs it.
@@ -47,18 +48,53 @@ VERDICTS = (REGRESSED, IMPROVED, INCONCLUSIVE, SAME)
 
 @dataclass(frozen=True)
 class Settings:
-    alpha: float = 0.05  # false discovery rate across cases (Benjamini-Hochberg)
-    confidence: float = 0.95  # bootstrap interval
-    min_effect: float = 0.01  # smallest relative change worth a verdict
-    noise_mult: float = 2.0  # threshold grows with the case's own run-to-run noise
-    size_only_threshold: float = 0.05  # rows without samples: a plain size rule
+    # Benjamini-Hochberg.
+    alpha: float = setting(
+        0.05, min=0.0001, max=0.5, unit="fraction", help="False discovery rate across cases."
+    )
+    confidence: float = setting(
+        0.95, min=0.5, max=0.999, unit="fraction", help="Confidence of each case's interval."
+    )
+    min_effect: float = setting(
+        0.01,
+        min=0.0,
+        unit="fraction",
+        help="Smallest relative change that can be a verdict (0.01 = 1%).",
+    )
+    noise_mult: float = setting(
+        2.0,
+        min=0.0,
+        unit="x noise",
+        help="A case's threshold is at least this many times its run-to-run noise.",
+    )
+    size_only_threshold: float = setting(
+        0.05,
+        min=0.0,
+        unit="fraction",
+        help="Threshold for rows without samples (e.g. imported tables).",
+    )
     # The "same" band is never wider than this: a very noisy case is not "same".
-    max_same_band: float = 0.10
-    bootstrap: int = 2000
+    max_same_band: float = setting(
+        0.10,
+        min=0.0,
+        unit="fraction",
+        help="Widest band a case may be called unchanged in (a noisier one is inconclusive).",
+    )
+    bootstrap: int = setting(
+        2000, min=100, unit="replicates", help="Bootstrap replicates per case."
+    )
     # Share of each case's pooled samples cut from each end before averaging (the row's
     # latency uses the same): docs/benchmarks.md, "Sessions 12-14".
-    trim: float = LATENCY_TRIM
-    seed: int = 20261130
+    trim: float = setting(
+        LATENCY_TRIM,
+        min=0.0,
+        max=0.45,
+        unit="fraction",
+        help="Share of a case's samples cut from each end before averaging.",
+    )
+    seed: int = setting(
+        20261130, help="Bootstrap seed: the same records and seed give the same result."
+    )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
