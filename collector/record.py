@@ -1,4 +1,4 @@
-"""The run record (DESIGN.md section 2): a self-describing directory readable without a GPU.
+"""The run record (docs/architecture.md): a self-describing directory readable without a GPU.
 
 Writer: results are checkpointed line by line while the run goes on, so a crash loses at most
 the case in flight; `finalize` turns the checkpoint into parquet tables, `failures.json` and,

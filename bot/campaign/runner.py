@@ -3,7 +3,7 @@
 Each version is a git ref of the collector's repository, checked out into a temporary
 worktree; each round of each side is one `collectbot collect --runs 1` process that runs
 that worktree's own code (its own PYTHONPATH and working directory). Rounds alternate
-A B B A A B ... (DESIGN.md section 6: blocks of A then B fake differences of several
+A B B A A B ... (docs/statistics.md: blocks of A then B fake differences of several
 percent, alternation keeps them under 0.3%). Every round's record is kept, raw, with its
 checksums; the rounds of a side are merged into one record; the device is checked after
 every round (GPU UUID; host and CPU model on a CPU).

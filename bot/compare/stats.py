@@ -1,26 +1,15 @@
 """Statistics for latency comparisons, vectorised so that large comparisons stay fast.
 
-Why this shape (DESIGN.md section 6): samples inside one run need not be independent, so
-tests on samples flag most unchanged cases. Runs are the unit of the test (on per-run
-medians) and of the noise. The estimate is the 10% trimmed mean of all samples pooled over
-runs, with an interval from a two-level bootstrap (resample runs, then samples in each run).
-It uses every sample where a run's samples are independent draws, resists outlying samples,
-and follows a bimodal case (memory-sensitive GEMMs sit on two levels a few % apart) smoothly
-where a median jumps across the gap. Chosen on the recorded H200 A/A sessions 8, 10 and 11
-(p99 of |A/A difference| 1.12/1.12/1.25% against 1.24/1.15/1.50% for the pooled median);
-alone it failed a fresh session (12: 1.80%), and with adaptive stopping tightened to match
-it held in two (13 and 14: 1.05% and 1.11%; docs/benchmarks.md, "Sessions 12-14").
+Runs are the unit of the test (on per-run medians) and of the noise, since samples inside
+one run need not be independent. The estimate is the 10% trimmed mean of all samples pooled
+over runs, with an interval from a two-level bootstrap (resample runs, then samples in each
+run). Why this shape, and the H200 A/As that chose it: docs/statistics.md.
 
 The verdict rule (`verdicts`) asks three things of a regression: the run-level test is
 significant after Benjamini-Hochberg control across cases, the interval excludes every change
 smaller than `min_effect` (not merely "no change"), and the estimate exceeds the case's own
-noise threshold. Benjamini-Hochberg bounds the *share* of false discoveries: when a PR truly
-moves 100 cases it lets about `alpha x 100` unchanged cases through at p ~ 0.005. Requiring
-the interval to clear `min_effect` removes those (they sit at +1.0 to +1.5%), while a true
-+3% clears it easily. Simulated with realistic noise (0.5% run spread, 1% within-run CV,
-6 runs per side, 1,000 unchanged and 100 cases at +3%, 20 seeds): the previous rule
-(interval excludes 1) gave 0.9 false regressions per comparison (up to 3), this rule 0;
-detection 98-100 of 100. See tests/test_stats_simulation.py.
+noise threshold. The `min_effect` clause removes the unchanged cases Benjamini-Hochberg lets
+through when a PR truly moves many (docs/statistics.md; tests/test_stats_simulation.py).
 """
 
 from __future__ import annotations
@@ -83,8 +72,7 @@ class Settings:
     bootstrap: int = setting(
         2000, min=100, unit="replicates", help="Bootstrap replicates per case."
     )
-    # Share of each case's pooled samples cut from each end before averaging (the row's
-    # latency uses the same): docs/benchmarks.md, "Sessions 12-14".
+    # The row's latency in the run record uses the same share (LATENCY_TRIM).
     trim: float = setting(
         LATENCY_TRIM,
         min=0.0,
@@ -187,7 +175,7 @@ def bootstrap_batch(
     `packed` is (cases, runs, width) and `lengths` (cases, runs). Two levels: runs are
     resampled first, then samples within each picked run, each run at its own length; the
     replicate is the trimmed mean of everything drawn. Resampling runs keeps the interval honest
-    when a run's samples share one state (DESIGN.md section 6); resampling samples keeps it
+    when a run's samples share one state (docs/statistics.md); resampling samples keeps it
     from collapsing when runs are few. One draw of indices is shared by the cases of a
     batch: each case's bootstrap is still a valid bootstrap. Returns (cases, n_boot).
     """
