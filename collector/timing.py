@@ -113,8 +113,8 @@ class Protocol:
         8,
         min=1,
         unit="buffer sets",
-        help="Buffer sets per run for kernels under 50 us, samples visiting them in "
-        "blocks (their speed follows a memory-system state: see docs/benchmarks.md).",
+        help="Buffer sets per run for kernels under --placement-max-us, samples visiting "
+        "them in blocks (their speed follows a memory-system state: docs/statistics.md).",
     )
     placement_max_us: float = setting(
         50.0,
@@ -150,8 +150,7 @@ class Protocol:
         3,
         min=2,
         unit="runs",
-        help="Adaptive stopping: runs every case gets first (3 was validated on the "
-        "H200 with placements: see docs/benchmarks.md).",
+        help="Adaptive stopping: runs every case gets first (why 3: docs/statistics.md).",
     )
     target_ci: float = setting(
         0.008,
