@@ -46,4 +46,4 @@ workflows: setup
 check: test lint workflows
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
