@@ -1,6 +1,7 @@
 """collectbot: collect kernel performance, compare it with a baseline, render the evidence.
 
-Each subcommand lives in its own module under `bot/commands/` and registers itself on `app`.
+Each subcommand is a plain function (or a sub-app) in its own module under `bot/commands/`;
+this module builds the Typer app and registers them, so no command module imports it.
 """
 
 from __future__ import annotations
@@ -8,6 +9,22 @@ from __future__ import annotations
 import typer
 
 from bot import __version__
+from bot.commands import (
+    bundle,
+    campaign,
+    collect,
+    compare,
+    conclude,
+    demo,
+    image,
+    import_aic,
+    merge,
+    plan,
+    publish,
+    render,
+    result,
+    store,
+)
 
 app = typer.Typer(
     help=(
@@ -35,20 +52,18 @@ def _main(
     del version  # handled by its callback; the app's help text is the Typer app's, above
 
 
-# Registration order is the order `--help` lists the commands in.
-from bot.commands import (  # noqa: E402, F401
-    bundle,
-    campaign,
-    collect,
-    compare,
-    conclude,
-    demo,
-    image,
-    import_aic,
-    merge,
-    plan,
-    publish,
-    render,
-    result,
-    store,
-)
+# Registration order is the order `--help` lists the commands in (groups after commands).
+app.command()(bundle.bundle)
+app.command()(campaign.campaign)
+app.command()(collect.collect)
+app.command()(compare.compare)
+app.add_typer(result.result_app, name="result")
+app.command()(conclude.conclude)
+app.command()(demo.demo)
+app.add_typer(image.image_app, name="image")
+app.command("import-aic")(import_aic.import_aic)
+app.command()(merge.merge)
+app.command()(plan.plan)
+app.command()(publish.publish)
+app.command()(render.render)
+app.add_typer(store.store_app, name="store")

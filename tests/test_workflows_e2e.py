@@ -1,5 +1,5 @@
 """Our real workflow files, run end to end with act, against the local GitHub server and a
-real Docker engine (DESIGN.md section 8).
+real Docker engine.
 
 A scratch repository holds this checkout's files: `main` is the base, and a pull request's
 head breaks one GEMM shape (a kernel that raises for k=512), as a real regression would. The

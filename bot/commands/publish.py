@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 
-from bot.cli import app
 from bot.commands.github_options import (
     ApiUrl,
     AppId,
@@ -39,7 +38,6 @@ def _load_plan(path: Path) -> dict[str, Any]:
     return data
 
 
-@app.command()
 @one_line_errors
 def publish(
     comment: Annotated[

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.cli import app
 from bot.errors import one_line_errors
 from collector.errors import UserError
 
@@ -20,7 +19,6 @@ store_app = typer.Typer(
     "s3://bucket/prefix), keyed by backend, framework version, GPU and ops.",
     no_args_is_help=True,
 )
-app.add_typer(store_app, name="store")
 
 StoreOption = Annotated[
     str,
