@@ -63,6 +63,10 @@ PERF_STAT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("roofline_pct", pa.float64()),
     ("roofline_pct_at_clock", pa.float64()),
     ("unverified", pa.bool_()),
+    # The device that measured the case (records before docs/fleet.md lack them).
+    ("gpu_index", pa.int32()),
+    ("gpu_uuid", pa.string()),
+    ("gpu_name", pa.string()),
 )
 IDENTITY_COLUMNS = ("framework", "version", "device", "op_name", "kernel_source")
 SAMPLE_SCHEMA = pa.schema(
@@ -234,6 +238,9 @@ def _cut_torn_tail(path: Path) -> None:
 class CheckpointState:
     runs: dict[str, list[RunResult]] = field(default_factory=dict)
     failures: list[FailureRecord] = field(default_factory=list)
+    # Calibration-panel runs (collector/panel.py) and panel kernels that failed.
+    panel: list[RunResult] = field(default_factory=list)
+    panel_failures: int = 0
 
     @classmethod
     def load(cls, path: Path) -> CheckpointState:
@@ -244,6 +251,10 @@ class CheckpointState:
                 state.runs.setdefault(result.case_key, []).append(result)
             elif entry["kind"] == "failure":
                 state.failures.append(FailureRecord.from_json(entry))
+            elif entry["kind"] == "panel":
+                state.panel.append(RunResult.from_json(entry))
+            elif entry["kind"] == "panel_failure":
+                state.panel_failures += 1
         return state
 
     @property
@@ -480,6 +491,8 @@ _OPTIONAL_META: dict[str, tuple[type, ...]] = {
     "started_at": (str,),
     "finished_at": (str,),
     "source": (str,),
+    "panel": (dict,),
+    "assignment": (dict,),
 }
 _COUNT_KEYS = ("planned", "attempted", "ok", "failed")
 
