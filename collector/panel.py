@@ -44,6 +44,7 @@ GPU_PANEL: tuple[tuple[str, int, int, int], ...] = (
 CPU_PANEL: tuple[tuple[str, int, int, int], ...] = (
     ("float32", 8, 256, 256),
     ("float32", 32, 256, 512),
+    ("float32", 64, 512, 512),
     ("bfloat16", 64, 512, 512),
 )
 
