@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,10 +20,12 @@ from collector.timing import Protocol
 from tests.schema_check import assert_valid_comparison
 
 
-def _panel(rng: np.random.Generator, offset_of: object, runs: int = 5) -> dict[str, tuple]:
+def _panel(
+    rng: np.random.Generator, offset_of: Callable[[float], float], runs: int = 5
+) -> dict[str, tuple[float, list[float]]]:
     out = {}
     for i, ms in enumerate(np.geomspace(0.01, 3.0, 12)):
-        level = ms * np.exp(offset_of(ms))  # type: ignore[operator]
+        level = ms * np.exp(offset_of(float(ms)))
         run_ms = list(level * np.exp(rng.normal(0, 0.002, runs)))
         out[f"k{i}"] = (float(np.mean(run_ms)), run_ms)
     return out
