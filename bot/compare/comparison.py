@@ -62,7 +62,26 @@ def provenance(record: RunRecord) -> dict[str, Any]:
     out = {k: record.meta.get(k) for k in _PROVENANCE_FIELDS}
     out["path"] = str(record.path)
     out["source"] = record.meta.get("source", "collector")
+    out["panel"] = panel_brief(record.meta.get("panel"))
     return out
+
+
+def panel_brief(panel: Any) -> dict[str, Any] | None:
+    """What the record's calibration panel cost and covered (collector/panel.py)."""
+    from collector.panel import read_panel
+
+    devices = read_panel(panel)
+    if not devices:
+        return None
+    kernels = max(len(k) for k in devices.values())
+    runs = max(len(r) for k in devices.values() for _, r in k.values())
+    seconds = panel.get("device_seconds") if isinstance(panel, dict) else None
+    return {
+        "devices": sorted(devices),
+        "kernels": kernels,
+        "runs": runs,
+        "device_seconds": seconds if isinstance(seconds, (int, float)) else None,
+    }
 
 
 def _planned(record: RunRecord) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
