@@ -164,7 +164,9 @@ def test_a_calibrated_cross_gpu_comment_says_which_gpus_and_by_how_much(
     title = body.splitlines()[1]
     assert "cross-GPU, calibrated: GPUs differ by +2.0%" in title
     assert "8 cases crossed GPUs (GPU-11f4dd46 → GPU-7ba35415)" in body
-    assert "| measured on (GPUs) | `NVIDIA H200 GPU-11f4dd46` | `NVIDIA H200 GPU-7ba35415` |" in body
+    assert (
+        "| measured on (GPUs) | `NVIDIA H200 GPU-11f4dd46` | `NVIDIA H200 GPU-7ba35415` |" in body
+    )
     assert "13 kernels x 5 runs on 1 GPU(s)" in body
     assert comparison["latency"]["summary"]["verdicts"]["regressed"] == 0
 
