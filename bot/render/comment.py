@@ -232,14 +232,15 @@ def gpu_line(comparison: dict[str, Any]) -> str | None:
         if pair.get("calibrated"):
             lo, hi = fit.get("offset_range") or (None, None)
             span = (
-                f"{fmt_change(lo)} to {fmt_change(hi)} by size"
+                f"{fmt_change(lo)} to {fmt_change(hi)} by kernel size"
                 if lo is not None and hi is not None
-                else "an offset"
+                else "an unknown offset"
             )
             parts.append(
-                f"{pair['cases']} cases crossed GPUs ({where}): the calibration panels put them "
-                f"{span} apart (scatter {fit.get('scatter', 0) * 100:.2f}%); that offset is "
-                "divided out and its uncertainty added to each interval"
+                f"{pair['cases']} cases crossed GPUs ({where}): by the calibration panels the "
+                f"candidate's GPU differs by {span} (per-kernel scatter "
+                f"{fit.get('scatter', 0) * 100:.2f}%); that offset is divided out and its "
+                "uncertainty added to each interval"
             )
         else:
             parts.append(
