@@ -39,7 +39,7 @@ def test_bad_inputs_are_one_error_line(tmp_path: Path, capsys: pytest.CaptureFix
     args = ["cand", "--out", str(tmp_path / "o"), "--baseline", str(missing), "--device", "cpu"]
     assert fs.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and all(line.startswith("error: ") for line in err)
+    assert len(err) == 2 and all(line.startswith("error: ") for line in err), err
 
 
 def test_base_cand_and_analyse_run_end_to_end_on_cpu_stand_in_devices(
@@ -68,6 +68,7 @@ def test_base_cand_and_analyse_run_end_to_end_on_cpu_stand_in_devices(
     for cmp in ("A-vs-base", "C-vs-base", "A-vs-B"):
         assert f"comparisons/{cmp}/comparison.json" in names
         assert f"comparisons/{cmp}/comment.md" in names
+    assert "store" in names and "A/run.json" in names
     summary = json.loads((cand_out / fs.CAND_SUMMARY).read_text())
     cmps = summary["comparisons"]
     assert cmps["A-vs-base"]["gpu_cases"]["calibrated"] > 0
@@ -77,8 +78,7 @@ def test_base_cand_and_analyse_run_end_to_end_on_cpu_stand_in_devices(
     assert cmps["C-vs-base"]["slowed"] == summary["canary"]["cases"] > 0
     assert len(summary["candidates"]["A"]["gpu_uuids"]) == 2
 
-    shutil_copy = cand_out / fs.BASE_SUMMARY
-    shutil_copy.write_text((base_out / fs.BASE_SUMMARY).read_text())
+    (cand_out / fs.BASE_SUMMARY).write_text((base_out / fs.BASE_SUMMARY).read_text())
     capsys.readouterr()
     assert fs.main(["analyse", str(cand_out)]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -87,3 +87,9 @@ def test_base_cand_and_analyse_run_end_to_end_on_cpu_stand_in_devices(
     assert report["canary_vs_base"]["of"] == summary["canary"]["cases"]
     assert report["cost"]["panel_kernels"] == 4
     assert report["phase_seconds"]["base"] == base["seconds"]
+    # The comparisons redone here from the packed records and store (a GPU machine without
+    # the comparison's dependencies still returns its records) give the same verdicts.
+    assert fs.main(["analyse", str(cand_out), "--recompute"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["unchanged_vs_base"] == report["unchanged_vs_base"]
+    assert again["same_gpu_aa"] == report["same_gpu_aa"]

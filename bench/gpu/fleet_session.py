@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -42,7 +43,6 @@ import yaml
 from bot.compare.comparison import Baseline, Comparison, compare_runs
 from bot.compare.stats import Settings
 from bot.compare.store_baseline import baseline_from_store
-from bot.render.comment import render_comment
 from bot.store import RunStore
 from collector.canary import Canary
 from collector.caseplan import CaseSelector, build_plan, builtin_case_text
@@ -80,7 +80,8 @@ _T0 = time.monotonic()
 
 def say(text: str) -> None:
     stamp = datetime.now(UTC).strftime("%H:%M:%S")
-    print(f"[{stamp} +{time.monotonic() - _T0:6.1f}s] {text}", flush=True)
+    # Progress on stderr: stdout carries only each step's JSON result.
+    print(f"[{stamp} +{time.monotonic() - _T0:6.1f}s] {text}", file=sys.stderr, flush=True)
 
 
 # --- draw ---------------------------------------------------------------------------------
@@ -312,8 +313,7 @@ def summarise(cmp: Comparison, slowed: set[str] | None = None) -> dict[str, Any]
 def run_cand(args: argparse.Namespace) -> dict[str, Any]:
     deadline = time.monotonic() + args.minutes * 60
     work = workdir(args, "fleet-cand-")
-    with tarfile.open(args.baseline) as tar:
-        tar.extractall(work, filter="data")
+    untar(args.baseline, work)
     store = RunStore(str(work / "store"))
     [entry] = store.entries()[-1:]
     base_local = read_record(store.get(entry, work / "stored-base"))
@@ -331,22 +331,7 @@ def run_cand(args: argparse.Namespace) -> dict[str, Any]:
     complete = drive(collections, deadline)
     finish(collections, complete)
     records = {name: read_record(work / name) for name in cfgs}
-    cmp_root = work / "comparisons"
-    results: dict[str, Any] = {}
-    for name, cand_name in (("A-vs-base", "A"), ("C-vs-base", "C")):
-        # The default path's step: the stored baseline chosen for this candidate's GPUs.
-        base, baseline = baseline_from_store(
-            records[cand_name], store.url, work / f"base-for-{cand_name}", ref=STORE_REF
-        )
-        cmp = compare_runs(base, records[cand_name], Settings(), baseline)
-        results[name] = summarise(cmp, set(slowed) if cand_name == "C" else None)
-        write(cmp, cmp_root / name)
-        say(f"{name}: {results[name]['headline']}")
-    aa = compare_runs(records["A"], records["B"], Settings(), Baseline(kind="explicit-run"))
-    results["A-vs-B"] = summarise(aa)
-    write(aa, cmp_root / "A-vs-B")
-    say(f"A-vs-B: {results['A-vs-B']['headline']}")
-    summary = {
+    summary: dict[str, Any] = {
         "phase": "cand",
         "complete": complete,
         "baseline": {"entry": entry.name, "gpu_uuids": entry.gpu_uuids, "cost": cost(base_local)},
@@ -361,26 +346,82 @@ def run_cand(args: argparse.Namespace) -> dict[str, Any]:
             }
             for name, r in records.items()
         },
-        "canary": {"factor": CANARY_FACTOR, "min_ms": CANARY_MIN_MS, "cases": len(slowed)},
-        "comparisons": results,
-        "seconds": round(time.monotonic() - _T0, 1),
+        "canary": {
+            "factor": CANARY_FACTOR,
+            "min_ms": CANARY_MIN_MS,
+            "cases": len(slowed),
+            "keys": slowed,
+        },
     }
-    pack(args.out, CAND_TAR, work, ["A", "B", "C", "comparisons"])
+    try:
+        summary["comparisons"] = compare_all(store, records, slowed, work)
+    except Exception as exc:  # the records still come back: `analyse --recompute` redoes it
+        summary["comparisons_error"] = f"{type(exc).__name__}: {exc}"
+        say(f"comparisons failed ({summary['comparisons_error']}); records kept")
+    summary["seconds"] = round(time.monotonic() - _T0, 1)
+    members = ["A", "B", "C", "store"] + (
+        ["comparisons"] if (work / "comparisons").is_dir() else []
+    )
+    pack(args.out, CAND_TAR, work, members)
     (args.out / CAND_SUMMARY).write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
 
+def compare_all(
+    store: RunStore, records: dict[str, RunRecord], slowed: list[str], work: Path
+) -> dict[str, Any]:
+    """A-vs-base and C-vs-base as the default path compares them (the stored baseline
+    chosen for each candidate's GPUs), and A-vs-B on one GPU; written under work/comparisons."""
+    cmp_root = work / "comparisons"
+    results: dict[str, Any] = {}
+    for name, cand_name in (("A-vs-base", "A"), ("C-vs-base", "C")):
+        fetched = work / f"base-for-{cand_name}"
+        shutil.rmtree(fetched, ignore_errors=True)
+        base, baseline = baseline_from_store(records[cand_name], store.url, fetched, ref=STORE_REF)
+        cmp = compare_runs(base, records[cand_name], Settings(), baseline)
+        results[name] = summarise(cmp, set(slowed) if cand_name == "C" else None)
+        write(cmp, cmp_root / name)
+        say(f"{name}: {results[name]['headline']}")
+    aa = compare_runs(records["A"], records["B"], Settings(), Baseline(kind="explicit-run"))
+    results["A-vs-B"] = summarise(aa)
+    write(aa, cmp_root / "A-vs-B")
+    say(f"A-vs-B: {results['A-vs-B']['headline']}")
+    return results
+
+
+def untar(path: Path, dest: Path) -> None:
+    with tarfile.open(path) as tar:
+        try:
+            tar.extractall(dest, filter="data")
+        except TypeError:  # Python before 3.11.4: no filter argument; our own tarball
+            tar.extractall(dest)
+
+
 def write(cmp: Comparison, out: Path) -> None:
     cmp.write(out)
+    from bot.render.comment import render_comment
+
     (out / "comment.md").write_text(render_comment(cmp.data))
 
 
 # --- analyse --------------------------------------------------------------------------------
-def analyse(directory: Path) -> dict[str, Any]:
-    """Issue 26's acceptance figures from a cand summary (and the base summary, if there)."""
+def recompute(directory: Path) -> dict[str, Any]:
+    """The comparisons again, here, from the records and store the cand step packed."""
+    work = Path(tempfile.mkdtemp(prefix="fleet-analyse-"))
+    untar(directory / CAND_TAR, work)
+    records = {name: read_record(work / name) for name in ("A", "B", "C")}
+    cand = json.loads((directory / CAND_SUMMARY).read_text())
+    return compare_all(RunStore(str(work / "store")), records, cand["canary"]["keys"], work)
+
+
+def analyse(directory: Path, again: bool = False) -> dict[str, Any]:
+    """Issue 26's acceptance figures from a cand summary (and the base summary, if there);
+    `again` (or a summary without comparisons) recomputes them from the packed records."""
     cand = json.loads((directory / CAND_SUMMARY).read_text())
     base_file = directory / BASE_SUMMARY
     base = json.loads(base_file.read_text()) if base_file.is_file() else None
+    if again or "comparisons" not in cand:
+        cand["comparisons"] = recompute(directory)
     cmps = cand["comparisons"]
     a, c, aa = cmps["A-vs-base"], cmps["C-vs-base"], cmps["A-vs-B"]
     a_cost = cand["candidates"]["A"]["cost"]
@@ -435,13 +476,15 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--case-set", default="default")
         p.add_argument("--device", default="cuda")
         p.add_argument("--workers", type=int, default=None)
-        p.add_argument("--minutes", type=float, default=8.0)
+        # Rounds stop starting after this; packing and comparing take well under a minute.
+        p.add_argument("--minutes", type=float, default=7.5)
         p.add_argument("--work", type=Path, default=None)
         p.add_argument("--test-protocol", action="store_true", help=argparse.SUPPRESS)
         if name == "cand":
             p.add_argument("--baseline", type=Path, required=True)
     a = sub.add_parser("analyse")
     a.add_argument("dir", type=Path)
+    a.add_argument("--recompute", action="store_true")
     args = parser.parse_args(argv)
     if args.step == "draw":
         if not args.table.is_file():
@@ -453,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.dir / CAND_SUMMARY).is_file():
             print(f"error: {args.dir / CAND_SUMMARY}: not found", file=sys.stderr)
             return 2
-        print(json.dumps(analyse(args.dir), indent=1))
+        print(json.dumps(analyse(args.dir, args.recompute), indent=1))
         return 0
     if not args.cases.is_file():
         print(f"error: {args.cases}: case file not found (run the draw step)", file=sys.stderr)
