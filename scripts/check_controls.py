@@ -204,7 +204,7 @@ CONTROLS = [
     Control(
         "R22",
         "the panels' GPU offset is divided out of cross-GPU ratios",
-        (edit("bot/compare/cross_gpu.py", "        cols[\"ratio\"][rows] = np.exp(corrected)\n", ""),),
+        (edit("bot/compare/cross_gpu.py", "        corrected = log_r - mean\n", "        corrected = log_r\n"),),
         ("tests/test_cross_gpu.py::test_simulated_fleet_calibrated_verdicts_hold",),
     ),
     Control(
