@@ -204,7 +204,7 @@ CONTROLS = [
     Control(
         "R22",
         "the panels' GPU offset is divided out of cross-GPU ratios",
-        (edit("bot/compare/cross_gpu.py", "        corrected = log_r - mean\n", "        corrected = log_r\n"),),
+        (edit("bot/compare/cross_gpu.py", "        mean, sd = fit.predict(cols[\"base_ms\"][rows])\n", "        mean, sd = fit.predict(cols[\"base_ms\"][rows])\n        mean = 0 * mean\n"),),
         ("tests/test_cross_gpu.py::test_simulated_fleet_calibrated_verdicts_hold",),
     ),
     Control(
