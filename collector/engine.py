@@ -484,6 +484,7 @@ class Collection:
                     params=case.params,
                     dtype=case.dtype,
                     run=run,
+                    clock_reference_mhz=self.panel_clock_reference(slot, case.key),
                     slot=slot,
                     panel=True,
                 )
@@ -536,6 +537,19 @@ class Collection:
             for case in kernels
             if (uuid, case.key) not in done
         ]
+
+    def panel_clock_reference(self, slot: int, key: str) -> float | None:
+        """The fastest SM clock of a panel kernel's earlier runs on this slot's device."""
+        uuids = self._slot_uuids()
+        uuid = uuids[slot] if slot < len(uuids) else ""
+        clocks = [
+            c
+            for r in self.state.panel
+            if r.case_key == key and r.device_uuid == uuid
+            for c in r.clock_mhz
+            if c is not None
+        ]
+        return max(clocks, default=None)
 
     def _panel_meta(self) -> None:
         self.meta["assignment"] = self._assignment_meta()

@@ -134,3 +134,22 @@ def test_one_device_collections_record_it_on_every_row(tmp_path: Path, workers: 
     assert uuid.startswith("CPU-")
     assert set(rec.perf["gemm"].column("gpu_uuid").to_pylist()) == {uuid}
     assert set(rec.meta["panel"]["devices"]) == {uuid}
+
+
+def test_a_fresh_worker_gets_the_panel_kernels_clock_reference_of_its_device() -> None:
+    from collector.aggregate import RunResult
+    from collector.engine import Collection
+    from collector.record import CheckpointState
+
+    def run(uuid: str, clocks: list[float | None]) -> RunResult:
+        return RunResult(
+            "k", 0, [1.0], [None], [None], [False], 1, "graph", "t", 1,
+            clock_mhz=clocks, device_uuid=uuid,
+        )  # fmt: skip
+
+    coll = Collection.__new__(Collection)
+    coll.device_infos = [{"uuid": "GPU-a"}, {"uuid": "GPU-b"}]
+    coll.state = CheckpointState(panel=[run("GPU-a", [1900.0, None]), run("GPU-b", [1980.0])])
+    assert coll.panel_clock_reference(0, "k") == 1900.0
+    assert coll.panel_clock_reference(1, "k") == 1980.0
+    assert coll.panel_clock_reference(1, "other") is None
