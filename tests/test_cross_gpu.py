@@ -144,3 +144,44 @@ def test_cpu_stand_in_devices_are_compared_across_devices_through_their_panels(
     assert np.all(np.isfinite(result.cases["offset"][crossed]))
     assert np.all(np.isnan(result.cases["offset"][~crossed]))
     assert "cross-GPU, calibrated" in data["verdict"]["headline"]
+
+
+def test_records_without_per_row_gpus_fall_back_to_the_record_device(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    # Records written before per-row devices: the perf table lacks the gpu_* columns; the
+    # reader accepts it and the comparison takes the record's device UUID for every case.
+    import json
+
+    import pyarrow.parquet as pq
+
+    from collector.record import sha256_file
+    from tests.factories import gemm_case, simulated_runs, write_record
+
+    cases = [gemm_case(m) for m in (1, 2, 4)]
+
+    def old(name: str, uuid: str | None) -> Path:
+        device = {"name": "NVIDIA H200", "kind": "cuda", **({"uuid": uuid} if uuid else {})}
+        out = write_record(
+            tmp_path / name,
+            cases,
+            lambda c: simulated_runs(rng, 0.1),
+            meta_extra={"device": device},
+        )
+        perf = out / "gemm_perf.parquet"
+        table = pq.read_table(perf)
+        pq.write_table(table.drop(["gpu_index", "gpu_uuid", "gpu_name"]), perf)
+        meta = json.loads((out / "run.json").read_text())
+        meta["files"]["gemm_perf.parquet"] = sha256_file(perf)
+        (out / "run.json").write_text(json.dumps(meta))
+        return out
+
+    a, b = read_record(old("a", "GPU-1")), read_record(old("b", "GPU-2"))
+    assert "gpu_uuid" not in a.perf["gemm"].column_names
+    assert compare_runs(a, read_record(old("c", "GPU-1"))).data["latency"]["gpu"]["mode"] == (
+        "same-gpu"
+    )
+    assert compare_runs(a, b).data["latency"]["gpu"]["cases"]["uncalibrated"] == 3
+    unknown = compare_runs(read_record(old("d", None)), b).data
+    assert unknown["latency"]["gpu"]["mode"] == "unknown"
+    assert "(" not in unknown["verdict"]["headline"]  # nothing claimed about the GPUs
