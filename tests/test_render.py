@@ -169,6 +169,10 @@ def test_a_calibrated_cross_gpu_comment_says_which_gpus_and_by_how_much(
     )
     assert "13 kernels x 5 runs on 1 GPU(s)" in body
     assert comparison["latency"]["summary"]["verdicts"]["regressed"] == 0
+    from bot.render.html import render_html_report
+
+    html = render_html_report(comparison, comparison["latency"]["cases"])
+    assert "measured on (GPUs)" in html and "NVIDIA H200 GPU-7ba35415" in html
 
 
 def test_an_uncalibrated_cross_gpu_comment_says_no_verdict_and_escapes_the_uuid(
