@@ -119,7 +119,11 @@ def record_runs(record: RunRecord, op: str, offset: int = 0) -> dict[str, list[R
     perf = record.perf[op]
     samples = record.samples[op]
     wanted = ["case_key", "inner", "timing_mode", "kernel_source", "copies"]
-    wanted += [c for c in ("redos", "device_seconds") if c in perf.column_names]
+    wanted += [
+        c
+        for c in ("redos", "device_seconds", "gpu_index", "gpu_uuid", "gpu_name")
+        if c in perf.column_names
+    ]
     info = {row["case_key"]: row for row in perf.select(wanted).to_pylist()}
     out: dict[str, list[RunResult]] = {}
     if samples.num_rows == 0:
@@ -156,9 +160,32 @@ def record_runs(record: RunRecord, op: str, offset: int = 0) -> dict[str, list[R
                     "copies": int(row["copies"] or 1),
                     "redos": int(row.get("redos") or 0) if first else 0,
                     "wall_s": float(row.get("device_seconds") or 0.0) if first else 0.0,
+                    "device_index": row.get("gpu_index"),
+                    "device_uuid": str(row.get("gpu_uuid") or ""),
+                    "device_name": str(row.get("gpu_name") or ""),
                 }
             )
         )
+    return out
+
+
+def merged_panel(panels: list[Any]) -> dict[str, Any] | None:
+    """The shards' calibration panels as one: every device's, the first shard's for a
+    device two shards share (collector/panel.py)."""
+    good = [p for p in panels if isinstance(p, dict) and isinstance(p.get("devices"), dict)]
+    if not good:
+        return None
+    out = {k: v for k, v in good[0].items() if k != "devices"}
+    devices: dict[str, Any] = {}
+    for panel in good:
+        if panel.get("version") == good[0].get("version"):
+            for uuid, device in panel["devices"].items():
+                devices.setdefault(str(uuid), device)
+    out["devices"] = devices
+    out["device_seconds"] = round(
+        sum(float(d.get("device_seconds") or 0) for d in devices.values() if isinstance(d, dict)),
+        3,
+    )
     return out
 
 
@@ -397,6 +424,7 @@ def merge_shards(
         finished_at=max(ends) if ends else None,
         error="; ".join(errors) or None,
         merged_from={k: v for k, v in report.to_json().items() if k not in ("out", "status")},
+        panel=merged_panel([r.meta.get("panel") for _, r in sorted(chosen.items())]),
     )
     out.mkdir(parents=True, exist_ok=True)
     finalize(out, meta, list(cases.values()), state, status)

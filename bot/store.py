@@ -122,6 +122,20 @@ def key_of(meta: dict[str, Any]) -> StoreKey:
     )
 
 
+def record_gpu_uuids(record: Any) -> list[str]:
+    """Every GPU UUID a run record names: its cases' (perf rows), else its device's."""
+    found: set[str] = set()
+    for table in record.perf.values():
+        if "gpu_uuid" in table.column_names:
+            for value in table.column("gpu_uuid").unique().to_pylist():
+                found.update(u for u in str(value or "").split("|") if u)
+    if not found:
+        uuid = (record.meta.get("device") or {}).get("uuid")
+        if uuid:
+            found.add(str(uuid))
+    return sorted(found)
+
+
 @dataclass(frozen=True)
 class Entry:
     key: StoreKey
@@ -135,6 +149,12 @@ class Entry:
     @property
     def status(self) -> str:
         return str(self.manifest.get("status"))
+
+    @property
+    def gpu_uuids(self) -> list[str]:
+        """The GPUs that measured the stored run (entries stored before docs/fleet.md: [])."""
+        uuids = self.manifest.get("gpu_uuids")
+        return [str(u) for u in uuids] if isinstance(uuids, list) else []
 
     @property
     def ref(self) -> str | None:
@@ -152,6 +172,7 @@ class Entry:
             "git_sha": m.get("git_sha"),
             "stored_at": m.get("stored_at"),
             "source": m.get("source"),
+            "gpu_uuids": self.gpu_uuids,
         }
 
 
@@ -262,6 +283,9 @@ class RunStore:
             "stored_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "files": files,
             "size_bytes": size,
+            # Which physical GPUs measured it: a baseline is taken from the same GPUs when
+            # the store has one (bot/compare/store_baseline.py, docs/fleet.md).
+            "gpu_uuids": record_gpu_uuids(record),
         }
         self._write_atomic(f"{entry_path}/{MANIFEST}", json.dumps(manifest, indent=1).encode())
         entry = Entry(key, name, manifest)

@@ -188,6 +188,26 @@ CONTROLS = [
          "tests/test_load.py"),
     ),
     Control(
+        "R20",
+        "a case's runs stay on its device, across a crash and a resume",
+        (edit("collector/pool.py", "            queues.setdefault(slot, deque()).append(t)", "            queues.setdefault(None, deque()).append(t)"),),
+        ("tests/test_fleet_assignment.py::test_every_run_of_a_case_is_on_its_device_across_a_worker_crash",
+         "tests/test_fleet_assignment.py::test_a_resumed_collection_keeps_each_case_on_its_device"),
+    ),
+    Control(
+        "R21",
+        "cases crossing GPUs without panels are never judged",
+        (edit("bot/compare/latency.py", "    cols[\"verdict\"][cols[\"gpu_match\"] == cross_gpu.UNCALIBRATED] = stats.INCONCLUSIVE\n", ""),),
+        ("tests/test_compare.py::test_runs_from_two_gpus_without_panels_are_never_judged_and_say_so",
+         "tests/test_cross_gpu.py::test_simulated_fleet_calibrated_verdicts_hold"),
+    ),
+    Control(
+        "R22",
+        "the panels' GPU offset is divided out of cross-GPU ratios",
+        (edit("bot/compare/cross_gpu.py", "        mean, sd = fit.predict(cols[\"base_ms\"][rows])\n", "        mean, sd = fit.predict(cols[\"base_ms\"][rows])\n        mean = 0 * mean\n"),),
+        ("tests/test_cross_gpu.py::test_simulated_fleet_calibrated_verdicts_hold",),
+    ),
+    Control(
         "S1",
         "a label approves only with write permission",
         (edit("bot/github/plan.py", "    if permission_rank(facts.labeler_permission) < permission_rank(REQUIRED_PERMISSION):", "    if False:"),),

@@ -100,6 +100,9 @@ def _cut_torn_tail(path: Path) -> None:
 class CheckpointState:
     runs: dict[str, list[RunResult]] = field(default_factory=dict)
     failures: list[FailureRecord] = field(default_factory=list)
+    # Calibration-panel runs (collector/panel.py) and panel kernels that failed.
+    panel: list[RunResult] = field(default_factory=list)
+    panel_failures: int = 0
 
     @classmethod
     def load(cls, path: Path) -> CheckpointState:
@@ -110,6 +113,10 @@ class CheckpointState:
                 state.runs.setdefault(result.case_key, []).append(result)
             elif entry["kind"] == "failure":
                 state.failures.append(FailureRecord.from_json(entry))
+            elif entry["kind"] == "panel":
+                state.panel.append(RunResult.from_json(entry))
+            elif entry["kind"] == "panel_failure":
+                state.panel_failures += 1
         return state
 
     @property

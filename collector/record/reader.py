@@ -97,6 +97,8 @@ _OPTIONAL_META: dict[str, tuple[type, ...]] = {
     "started_at": (str,),
     "finished_at": (str,),
     "source": (str,),
+    "panel": (dict,),
+    "assignment": (dict,),
 }
 _COUNT_KEYS = ("planned", "attempted", "ok", "failed")
 

@@ -39,6 +39,10 @@ PERF_STAT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("roofline_pct", pa.float64()),
     ("roofline_pct_at_clock", pa.float64()),
     ("unverified", pa.bool_()),
+    # The device that measured the case (records before docs/fleet.md lack them).
+    ("gpu_index", pa.int32()),
+    ("gpu_uuid", pa.string()),
+    ("gpu_name", pa.string()),
 )
 IDENTITY_COLUMNS = ("framework", "version", "device", "op_name", "kernel_source")
 SAMPLE_SCHEMA = pa.schema(
