@@ -317,6 +317,8 @@ def run_cand(args: argparse.Namespace) -> dict[str, Any]:
     store = RunStore(str(work / "store"))
     [entry] = store.entries()[-1:]
     base_local = read_record(store.get(entry, work / "stored-base"))
+    if not any(r["latency"] >= CANARY_MIN_MS for r in base_local.perf["gemm"].to_pylist()):
+        raise SystemExit(f"error: {args.baseline}: no baseline case of {CANARY_MIN_MS} ms or more")
     selector, slowed = canary_selector(base_local)
     say(f"cand: baseline {entry.name} on {entry.gpu_uuids}; canary on {len(slowed)} cases")
     canary = Canary(slow=selector, factor=CANARY_FACTOR)
