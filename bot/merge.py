@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from collector import jsonfile
 from collector.aggregate import RunResult
 from collector.caseplan import Case, shard_of
 from collector.errors import UserError
@@ -164,12 +165,7 @@ def record_runs(record: RunRecord, op: str, offset: int = 0) -> dict[str, list[R
 
 def load_plan(path: Path) -> dict[str, Any]:
     """The unsharded plan as `collectbot collect --plan-only` prints it."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the plan ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    data = jsonfile.read(path)
     if not isinstance(data, dict) or not isinstance(data.get("case_keys"), list):
         raise UserError(f"{path}: field 'case_keys' missing (write it with collect --plan-only)")
     if data.get("shard"):

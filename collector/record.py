@@ -23,9 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from collector import jsonfile
 from collector.aggregate import RunResult, summarise
 from collector.caseplan import Case
-from collector.errors import RecordWriteError, RunRecordError
+from collector.errors import RecordWriteError, RunRecordError, UserError
 from collector.failures import FailureRecord
 from collector.ops import OPS, get_op
 from collector.peaks import roofline_pct
@@ -199,8 +200,8 @@ class Checkpoint:
         with path.open(encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
+                    entry = jsonfile.loads(line, str(path))
+                except UserError:
                     continue
                 if isinstance(entry, dict) and "kind" in entry:
                     yield entry
@@ -542,10 +543,7 @@ def read_record(path: Path) -> RunRecord:
     _require(path.is_dir(), f"{path}: run record directory not found")
     run_json = path / RUN_JSON
     _require(run_json.is_file(), f"{run_json}: missing (not a run record, or the run died early)")
-    try:
-        meta = json.loads(run_json.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise RunRecordError(f"{run_json}: not valid JSON ({exc})") from None
+    meta = jsonfile.read(run_json, error=RunRecordError)
     _require(isinstance(meta, dict), f"{run_json}: must hold a JSON object")
     version = meta.get("schema_version")
     _require(
@@ -713,10 +711,7 @@ _FAILURE_FIELDS: dict[str, tuple[type, ...]] = {
 
 
 def _read_failures(path: Path) -> list[FailureRecord]:
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise RunRecordError(f"{path}: not valid JSON ({exc})") from None
+    data = jsonfile.read(path, error=RunRecordError)
     _require(isinstance(data, list), f"{path}: must hold a JSON list of failure records")
     out = []
     for i, item in enumerate(data):

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
 from bot.compare.comparison import compare_records, write_comparison
+from collector import jsonfile
 from collector.record import read_record
 from tests.factories import failure, gemm_case, simulated_runs, write_record
 from tests.hostile import AUTOLINK, assert_safe_comment
@@ -85,3 +88,75 @@ def test_a_link_target_that_is_not_a_plain_https_url_is_dropped(
     body = out.read_text()
     assert "javascript" not in body and "Full record" not in body
     assert not re.search(r"\]\(", body.replace("](artifacts)", ""))
+
+
+DEEP = "[" * 200_000 + "]" * 200_000
+BOMBS = {
+    "deep": (DEEP, "nested too deeply"),
+    "shallow-but-too-deep": ("[" * 100 + "]" * 100, "nested too deeply"),
+    "huge-integer": ('{"schema_version": 1, "pr": 1' + "0" * 5000 + "}", "not valid JSON"),
+}
+
+
+def _one_error_line(result: Any, path: Path, why: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), result.output
+    assert why in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+def _rechecksum(run: Path) -> None:
+    import json
+
+    from collector.record import sha256_file
+
+    meta = json.loads((run / "run.json").read_text())
+    for name in meta["files"]:
+        meta["files"][name] = sha256_file(run / name)
+    (run / "run.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("bomb", sorted(BOMBS))
+def test_json_bombs_in_plans_bundles_records_and_comparisons_are_one_line(
+    tmp_path: Path, rng: np.random.Generator, bomb: str
+) -> None:
+    text, why = BOMBS[bomb]
+    bomb_file = tmp_path / "bomb.json"
+    bomb_file.write_text(text)
+    # A plan (result make, merge, publish), each read by its own reader.
+    for args in (
+        ["result", "make", "--plan", str(bomb_file), "--out", str(tmp_path / "b"), "--run-id", "1"],
+        ["merge", str(tmp_path), "--out", str(tmp_path / "m"), "--plan", str(bomb_file)],
+        ["render", str(bomb_file), "--out", str(tmp_path / "c.md")],
+    ):
+        _one_error_line(runner.invoke(app, args), bomb_file, why)
+    # A run record's run.json and failures.json (the PR's code writes both).
+    base, cand = _link_records(tmp_path, rng)
+    (cand / "failures.json").write_text(text)
+    _rechecksum(cand)
+    result = runner.invoke(app, ["compare", str(base), str(cand), "--out", str(tmp_path / "x")])
+    _one_error_line(result, cand / "failures.json", why)
+    (cand / "run.json").write_text(text)
+    result = runner.invoke(app, ["compare", str(base), str(cand), "--out", str(tmp_path / "y")])
+    _one_error_line(result, cand / "run.json", why)
+    # Rendering that run alone reports it unreadable, without a crash.
+    result = runner.invoke(app, ["render", "--run", str(cand), "--out", str(tmp_path / "r.md")])
+    assert result.exit_code == 0, result.output
+    assert "unreadable" in (tmp_path / "r.md").read_text()
+    # A result bundle's bundle.json.
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "bundle.json").write_text(text)
+    _one_error_line(runner.invoke(app, ["result", "verify", str(bundle)]), bundle, why)
+
+
+def test_a_json_file_past_its_size_cap_is_one_line(
+    tmp_path: Path, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonfile, "MAX_BYTES", 1 << 20)
+    base, cand = _link_records(tmp_path, rng)
+    (cand / "failures.json").write_text("[" + " " * (2 << 20) + "]")
+    _rechecksum(cand)
+    result = runner.invoke(app, ["compare", str(base), str(cand), "--out", str(tmp_path / "x")])
+    _one_error_line(result, cand / "failures.json", "larger than 1048576 bytes")

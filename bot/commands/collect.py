@@ -10,6 +10,8 @@ import typer
 
 from bot.cli import app
 from bot.errors import one_line_errors
+from bot.images.sandbox import DEFAULT_MEMORY
+from collector import jsonfile
 from collector.caseplan import CaseSelector
 from collector.errors import UserError
 
@@ -200,7 +202,8 @@ def collect(
         typer.Option(help="With --image: host folder for JIT caches (torch, Triton, FlashInfer)."),
     ] = None,
     memory: Annotated[
-        str | None, typer.Option(help="With --image: container memory limit, e.g. 64g.")
+        str | None,
+        typer.Option(help=f"With --image: container memory limit (default {DEFAULT_MEMORY})."),
     ] = None,
     cpus: Annotated[
         float | None, typer.Option(help="With --image: container CPU limit, e.g. 8.")
@@ -319,7 +322,9 @@ def collect(
 
 def _fail_if_run_failed(run_json: Path) -> None:
     """A run that could not measure at all (its backend did not start) ends non-zero."""
-    meta = json.loads(run_json.read_text())
+    meta = jsonfile.read(run_json)
+    if not isinstance(meta, dict):
+        raise UserError(f"{run_json}: must hold a JSON object")
     if meta.get("status") == "failed":
         reason = str(meta.get("error") or "see failures.json").splitlines()[0]
         raise UserError(f"run failed, record in {run_json.parent}: {reason}")

@@ -32,6 +32,7 @@ from rich.console import Console
 from bot.images.recover import attach_container, record_after_exit
 from bot.images.sandbox import (
     CACHE,
+    DEFAULT_MEMORY,
     IN,
     JIT_CACHE_DIRS,
     JIT_CACHE_ENV,
@@ -305,7 +306,7 @@ def container_options(
     opts = ContainerOptions(
         image=image,
         cache_dir=cache_dir or default_cache_dir(),
-        limits=Limits(memory=memory, cpus=cpus, shm_size=shm_size),
+        limits=Limits(memory=memory or DEFAULT_MEMORY, cpus=cpus, shm_size=shm_size),
         env_names=list(pass_env or []),
         timeout_s=timeout_s,
     )
