@@ -160,3 +160,21 @@ def test_a_json_file_past_its_size_cap_is_one_line(
     _rechecksum(cand)
     result = runner.invoke(app, ["compare", str(base), str(cand), "--out", str(tmp_path / "x")])
     _one_error_line(result, cand / "failures.json", "larger than 1048576 bytes")
+
+
+def test_readers_never_follow_a_symbolic_link(tmp_path: Path, rng: np.random.Generator) -> None:
+    """Attack 4, reader side: a record whose run.json is a link to a host file (registry
+    credentials) is refused by name; the file behind the link is never read."""
+    secret = tmp_path / "docker-config.json"
+    secret.write_text('{"schema_version": 1, "auths": {"r.example": {"auth": "c2VjcmV0"}}}')
+    base, cand = _link_records(tmp_path, rng)
+    (cand / "run.json").unlink()
+    (cand / "run.json").symlink_to(secret)
+    result = runner.invoke(app, ["compare", str(base), str(cand), "--out", str(tmp_path / "x")])
+    _one_error_line(result, cand / "run.json", "is a symbolic link; refusing to follow it")
+    plan = tmp_path / "plan.json"
+    plan.symlink_to(secret)
+    result = runner.invoke(
+        app, ["merge", str(cand), "--out", str(tmp_path / "m"), "--plan", str(plan)]
+    )
+    _one_error_line(result, plan, "is a symbolic link; refusing to follow it")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from bot.cli import app
+from bot.commands.trust_option import TrustOpt
 from bot.errors import one_line_errors
 from bot.images.sandbox import DEFAULT_MEMORY
 from collector import jsonfile
@@ -199,7 +200,10 @@ def collect(
     ] = None,
     cache_dir: Annotated[
         Path | None,
-        typer.Option(help="With --image: host folder for JIT caches (torch, Triton, FlashInfer)."),
+        typer.Option(
+            help="With --image: host folder for JIT caches (torch, Triton, FlashInfer); "
+            "written only with --trust trusted, else the container gets a private copy."
+        ),
     ] = None,
     memory: Annotated[
         str | None,
@@ -217,6 +221,7 @@ def collect(
         float | None,
         typer.Option(min=1, help="With --image: stop the container after this many seconds."),
     ] = None,
+    trust: TrustOpt = "untrusted",
     framework_version: Annotated[
         str | None,
         typer.Option(
@@ -309,7 +314,7 @@ def collect(
         from bot.images.container import container_options, run_collect_command
 
         opts = container_options(
-            image, cache_dir, memory, cpus, shm_size, pass_env, container_timeout
+            image, cache_dir, memory, cpus, shm_size, pass_env, container_timeout, trust
         )
         with workflow_commands_off():
             run_json = run_collect_command(cfg, opts)
