@@ -2,10 +2,12 @@
 
 - Live links (7): a run whose failure messages, kernel and device names carry URLs, `www.`
   links, `GH-1` references and full issue URLs renders a comment in which none is live.
-- Hostile bundle shapes (8): a 200,000-deep plan.json, bundle.json and run.json, and a
-  JSON file past its size cap, end in one `error:` line naming the file, never a traceback.
-- JIT caches (3): a PR container's run replaces a cached file; a later trusted run's cache
-  still holds the trusted bytes (see `bot/images/caches.py`).
+- Hostile bundle shapes (8): a 200,000-deep plan.json, bundle.json, run.json and
+  failures.json, a 5,000-digit integer, and a JSON file past its size cap end in one
+  `error:` line naming the file, never a traceback.
+- Planted links (4, the readers' side): a run.json or plan.json that is a symbolic link to a
+  host file is refused by name, never read through.
+The attacks that need a container (2, 3, 4) are in tests/test_attacks_docker.py.
 """
 
 from __future__ import annotations

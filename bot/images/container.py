@@ -121,8 +121,8 @@ def _prepare_out(cfg: CollectConfig) -> None:
 @contextmanager
 def jit_cache(cache_dir: Path, trust: Trust) -> Iterator[tuple[Path, str]]:
     """(host folder to mount, what it is). Trusted: the persistent cache itself. Untrusted: a
-    private copy of it (regular files and folders; links are not followed), deleted after, so
-    a replaced or added file (a Triton launcher .so) never reaches the persistent cache."""
+    private copy of it (links copied as links, never followed), deleted after the run, so a
+    replaced or added file (a Triton launcher .so) never reaches the persistent cache."""
     if trust == "trusted":
         for sub in JIT_CACHE_DIRS:
             (cache_dir / sub).mkdir(parents=True, exist_ok=True)
