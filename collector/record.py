@@ -555,6 +555,7 @@ def read_record(path: Path) -> RunRecord:
     for name, digest in files.items():
         target = path / name
         _require(target.is_file(), f"{target}: listed in run.json but missing")
+        _require(not target.is_symlink(), f"{target}: is a symbolic link; refusing to follow it")
         actual = sha256_file(target)
         _require(
             actual == digest,

@@ -325,6 +325,12 @@ CONTROLS = [
         ("tests/test_attacks.py::test_readers_never_follow_a_symbolic_link",),
     ),
     Control(
+        "S44c",
+        "a record's listed files are never read through a symbolic link",
+        (edit("collector/record.py", '        _require(not target.is_symlink(), f"{target}: is a symbolic link; refusing to follow it")', "        pass"),),
+        ("tests/test_attacks.py::test_readers_never_follow_a_symbolic_link",),
+    ),
+    Control(
         "S47",
         "untrusted text cannot autolink",
         (edit("bot/render/sanitize.py", "    s = _AUTOLINK.sub(lambda m: m.group() + ZWSP, s)", "    pass"),),

@@ -174,6 +174,14 @@ def test_readers_never_follow_a_symbolic_link(tmp_path: Path, rng: np.random.Gen
     (cand / "run.json").symlink_to(secret)
     result = runner.invoke(app, ["compare", str(base), str(cand), "--out", str(tmp_path / "x")])
     _one_error_line(result, cand / "run.json", "is a symbolic link; refusing to follow it")
+    # A table listed in run.json, with the checksum of the host file it points at.
+    _, cand = _link_records(tmp_path / "again", rng)
+    table = cand / "gemm_perf.parquet"
+    table.unlink()
+    table.symlink_to(secret)
+    _rechecksum(cand)
+    result = runner.invoke(app, ["compare", str(base), str(cand), "--out", str(tmp_path / "y")])
+    _one_error_line(result, table, "is a symbolic link; refusing to follow it")
     plan = tmp_path / "plan.json"
     plan.symlink_to(secret)
     result = runner.invoke(
