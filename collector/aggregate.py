@@ -10,7 +10,7 @@ import numpy as np
 # Share of a case's pooled samples cut from each end before averaging: its latency. The
 # samples of memory-sensitive GEMMs sit on two levels a few % apart; a median lands on
 # either or in the gap as the mix shifts, a trimmed mean moves with the mix smoothly
-# (docs/benchmarks.md, "Sessions 8-11" and "Sessions 12-14").
+# (docs/statistics.md).
 LATENCY_TRIM = 0.1
 
 # Scale that makes the median absolute deviation estimate a normal distribution's sigma.

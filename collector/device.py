@@ -92,7 +92,7 @@ def cpu_model() -> str:
 
 
 def fingerprint(device: str) -> dict[str, Any]:
-    """Everything that makes two latencies comparable or not (DESIGN.md section 2)."""
+    """Everything that makes two latencies comparable or not (kept in run.json)."""
     import torch
 
     info: dict[str, Any] = {

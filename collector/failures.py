@@ -1,6 +1,6 @@
 """Failure records: classify what went wrong and give each failure a stable group key.
 
-Doctrine (DESIGN.md section 5): observe failures, never predict or hide them. A failure is
+Doctrine: observe failures, never predict or hide them. A failure is
 classified from the exception or the way the worker ended, not from the case's parameters.
 """
 
@@ -99,7 +99,7 @@ def normalise_message(message: str) -> str:
 
 
 def group_key(op: str, classification: str, exception_type: str, message: str, dtype: str) -> str:
-    """Group identity (DESIGN.md section 3): op, class, exception type, message, dtype family."""
+    """Group identity: op, class, exception type, normalised message and dtype family."""
     parts = (op, classification, exception_type, normalise_message(message), dtype)
     digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:12]
     return f"{op}/{classification}/{exception_type}/{dtype}/{digest}"

@@ -173,8 +173,8 @@ class WorkerPool:
         """Replace every idle worker by a fresh process and wait until all are ready.
 
         Between rounds: a process keeps one draw of the memory-system state that short
-        kernels' speed follows, so the runs of a case taken in one process share it (probe
-        12, docs/benchmarks.md); fresh processes make each round's runs independent draws.
+        kernels' speed follows, so the runs of a case taken in one process share it
+        (docs/statistics.md); fresh processes make each round's runs independent draws.
         """
         old = self.workers
         for w in old:

@@ -85,7 +85,7 @@ CONTROLS = [
     Control(
         "R5b",
         "a torn checkpoint line is cut before appending",
-        (edit("collector/record.py", "            _cut_torn_tail(path)\n", ""),),
+        (edit("collector/record/checkpoint.py", "            _cut_torn_tail(path)\n", ""),),
         ("tests/test_record.py::test_a_torn_last_line_is_cut_before_new_entries_are_appended",),
     ),
     Control(
@@ -97,7 +97,7 @@ CONTROLS = [
     Control(
         "R6",
         "a failed record write leaves the previous record and ends in one line",
-        (edit("collector/record.py", "    except OSError as exc:\n        for tmp, _ in staged:\n            tmp.unlink(missing_ok=True)\n        raise RecordWriteError(", "    except ZeroDivisionError as exc:\n        raise RecordWriteError("),),
+        (edit("collector/record/writer.py", "    except OSError as exc:\n        for tmp, _ in staged:\n            tmp.unlink(missing_ok=True)\n        raise RecordWriteError(", "    except ZeroDivisionError as exc:\n        raise RecordWriteError("),),
         ("tests/test_disk_full.py",),
     ),
     Control(
@@ -140,13 +140,13 @@ CONTROLS = [
     Control(
         "R13",
         "an unreadable table is a one-line error",
-        (edit("collector/record.py", "    except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError) as exc:\n        raise RunRecordError(f\"{path}: not a readable parquet file", "    except ZeroDivisionError as exc:\n        raise RunRecordError(f\"{path}: not a readable parquet file"),),
+        (edit("collector/record/reader.py", "    except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError) as exc:\n        raise RunRecordError(f\"{path}: not a readable parquet file", "    except ZeroDivisionError as exc:\n        raise RunRecordError(f\"{path}: not a readable parquet file"),),
         ("tests/test_fault_matrix.py::test_a_corrupted_or_truncated_baseline_is_one_line",),
     ),
     Control(
         "R14",
         "checksums are verified",
-        (edit("collector/record.py", "            actual == digest,", "            True,"),),
+        (edit("collector/record/reader.py", "            actual == digest,", "            True,"),),
         ("tests/test_record.py::test_checksum_mismatch_is_a_one_line_error_naming_the_file",),
     ),
     Control(
@@ -254,14 +254,56 @@ CONTROLS = [
     Control(
         "S11",
         "a record cannot name files outside itself",
-        (edit("collector/record.py", '            "/" not in name and "\\0" not in name and name not in ("", ".", ".."),', '            "\\0" not in name and name not in ("", ".", ".."),'),),
+        (edit("collector/record/reader.py", '            "/" not in name and "\\0" not in name and name not in ("", ".", ".."),', '            "\\0" not in name and name not in ("", ".", ".."),'),),
         ("tests/test_security.py::test_a_record_cannot_name_files_outside_itself",),
     ),
     Control(
         "S12",
-        "the PR is found from the head SHA only",
-        (edit("bot/commands/publish.py", "            target = _pr_for_sha(api, run_event.head_sha)", "            target = api.pull(run_event.pull_requests[0]) if run_event.pull_requests else _pr_for_sha(api, run_event.head_sha)"),),
+        "the PR is found from the run's head branch and SHA only",
+        (edit("bot/commands/publish.py", "            target = _pr_for_run(api, run_event)", "            target = api.pull(run_event.pull_requests[0]) if run_event.pull_requests else _pr_for_run(api, run_event)"),),
         ("tests/test_security.py::test_a_pr_number_in_the_event_is_never_used",),
+    ),
+    Control(
+        "S30",
+        "a pull request's job gets the store read-only",
+        (edit("bot/store.py", "        if self.read_only:", "        if False:"),),
+        ("tests/test_store.py::test_a_pull_requests_job_cannot_store_a_baseline",),
+    ),
+    Control(
+        "S31a",
+        "the publisher re-derives approval before posting",
+        (edit("bot/github/deliver.py", '    approval = check_approval(api, pull, event, bundle.plan.get("label")) if pull else None', '    approval = __import__("bot.github.approval").github.approval.Approval(event.actor, "write", bundle.plan.get("label")) if pull else None'),),
+        ("tests/test_result_publish.py::test_a_bundle_claiming_approval_is_checked_against_github",),
+    ),
+    Control(
+        "S31b",
+        "the approving actor must have write permission",
+        (edit("bot/github/approval.py", "    if permission_rank(permission) < permission_rank(REQUIRED_PERMISSION):", "    if False:"),),
+        ("tests/test_result_publish.py::test_a_bundle_claiming_approval_is_checked_against_github",),
+    ),
+    Control(
+        "S31c",
+        "the label must have started the run (applied just before it was created)",
+        (edit("bot/github/approval.py", "        if run_created - LABEL_TO_RUN <= at <= run_created + CLOCK_SKEW:", "        if True:"),),
+        ("tests/test_result_publish.py::test_a_bundle_claiming_approval_is_checked_against_github",),
+    ),
+    Control(
+        "S31d",
+        "the label must be the run's actor's",
+        (edit("bot/github/approval.py", "        if event.actor.lower() != actor.lower():", "        if False:"),),
+        ("tests/test_result_publish.py::test_a_bundle_claiming_approval_is_checked_against_github",),
+    ),
+    Control(
+        "S31e",
+        "publishing a rendered comment for a workflow run re-derives approval too",
+        (edit("bot/commands/publish.py", "            check_approval(api, target, run_event, labels[0] if labels else None)", "            pass"),),
+        ("tests/test_github_publish.py::test_workflow_run_resolves_the_pr_from_the_head_sha",),
+    ),
+    Control(
+        "S32",
+        "the PR is resolved from the run's head repository and branch",
+        (edit("bot/github/deliver.py", "        for p in api.open_pulls_for_branch(event.head_repo, event.head_branch)", "        for p in api.pulls_for_commit(event.head_sha)"),),
+        ("tests/test_result_publish.py::test_a_second_pull_request_on_the_same_commit_neither_blocks_nor_receives",),
     ),
     Control(
         "S13",
@@ -327,7 +369,7 @@ CONTROLS = [
     Control(
         "S44c",
         "a record's listed files are never read through a symbolic link",
-        (edit("collector/record.py", '        _require(not target.is_symlink(), f"{target}: is a symbolic link; refusing to follow it")', "        pass"),),
+        (edit("collector/record/reader.py", '        _require(not target.is_symlink(), f"{target}: is a symbolic link; refusing to follow it")', "        pass"),),
         ("tests/test_attacks.py::test_readers_never_follow_a_symbolic_link",),
     ),
     Control(

@@ -1,4 +1,4 @@
-"""The image stage against a real Docker engine (DESIGN.md section 8).
+"""The image stage against a real Docker engine.
 
 A local base image stands in for the vLLM release image (tests/docker_support.py: this
 machine's Python with CPU torch, and metadata-only vllm and flashinfer distributions). On it

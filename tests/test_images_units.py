@@ -310,7 +310,7 @@ def test_every_container_gets_a_memory_limit_and_a_bounded_memlock(tmp_path: Pat
     from bot.images.container import container_options
     from bot.images.sandbox import DEFAULT_MEMORY, size_bytes
 
-    opts = container_options("img", tmp_path, None, None, "8g", None, None)
+    opts = container_options("img", tmp_path, Limits(), None, None)
     kw = Sandbox(image="img", command=["true"], limits=opts.limits, gpus=["0"]).kwargs()
     assert kw["mem_limit"] == kw["memswap_limit"] == DEFAULT_MEMORY
     [memlock] = kw["ulimits"]

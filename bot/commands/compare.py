@@ -8,13 +8,16 @@ from typing import Annotated
 
 import typer
 
-from bot.cli import app
+from bot.compare.stats import Settings
 from bot.errors import one_line_errors
+from bot.options import settings_options
 from collector.errors import UserError
 
+DEFAULT_SETTINGS = Settings()
 
-@app.command()
+
 @one_line_errors
+@settings_options(Settings, "settings")
 def compare(
     runs: Annotated[
         list[Path],
@@ -25,26 +28,8 @@ def compare(
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Directory for comparison.json.")],
-    min_effect: Annotated[
-        float,
-        typer.Option(min=0.0, help="Smallest relative change that can be a verdict (0.01 = 1%)."),
-    ] = 0.01,
-    noise_mult: Annotated[
-        float,
-        typer.Option(
-            min=0.0, help="A case's threshold is at least this many times its run-to-run noise."
-        ),
-    ] = 2.0,
-    alpha: Annotated[
-        float, typer.Option(min=0.0001, max=0.5, help="False discovery rate across cases.")
-    ] = 0.05,
-    size_only_threshold: Annotated[
-        float,
-        typer.Option(min=0.0, help="Threshold for rows without samples (e.g. imported tables)."),
-    ] = 0.05,
-    seed: Annotated[
-        int, typer.Option(help="Bootstrap seed: the same records and seed give the same result.")
-    ] = 20261130,
+    # One option per declared comparison setting (bot/compare/stats.py).
+    settings: Settings = DEFAULT_SETTINGS,
     baseline_kind: Annotated[
         str | None,
         typer.Option(
@@ -81,16 +66,8 @@ def compare(
     Writes comparison.json (notable cases and summaries) and cases.parquet (every case).
     """
     from bot.compare.comparison import Baseline, compare_runs
-    from bot.compare.stats import Settings
     from collector.record import read_record
 
-    settings = Settings(
-        alpha=alpha,
-        min_effect=min_effect,
-        noise_mult=noise_mult,
-        size_only_threshold=size_only_threshold,
-        seed=seed,
-    )
     if (confirm_base is None) != (confirm_cand is None):
         raise UserError("--confirm-base and --confirm-cand go together")
     confirm = None

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import typer
 
-from bot.cli import app
 from bot.commands.trust_option import TrustOpt
 from bot.errors import one_line_errors
 from collector.errors import UserError
@@ -19,7 +18,6 @@ image_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-app.add_typer(image_app, name="image")
 
 ManifestOpt = Annotated[
     Path | None,

@@ -116,7 +116,7 @@ class Baseline:
     `kind`: previous-run (the last stored run of the same key), merge-base (the PR's merge
     base, collected in the same job), imported-table (a perf table without samples) or
     explicit-run (any run record the user named). `paired`: collected alternately with the
-    candidate on the same device (the trustworthy form, DESIGN.md section 6).
+    candidate on the same device (the trustworthy form: docs/statistics.md).
     """
 
     kind: str | None = None  # None: imported-table for imported records, else explicit-run

@@ -4,7 +4,7 @@ Every matched case gets one row of a columnar table (`CaseTable`), which is writ
 to `cases.parquet`; `comparison.json` lists only the notable rows. The expensive statistics
 run batched over all sampled cases; rows without samples on a side (imported tables) are
 judged by size alone. With a confirmation pass (a paired re-measurement of the flagged
-cases, see `bot/compare/confirm.py`), those cases are judged again on all their runs.
+cases, `cases_to_confirm` below), those cases are judged again on all their runs.
 """
 
 from __future__ import annotations

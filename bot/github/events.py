@@ -56,6 +56,10 @@ class WorkflowRunEvent:
     # Empty for fork PRs, and never proof of anything: resolve the PR from head_sha instead.
     pull_requests: tuple[int, ...]
     html_url: str = ""  # the run's page (its artifacts are linked from there)
+    # Who sent the event that started the run (the labeler, for a `labeled` pull_request
+    # event) and when GitHub created the run: the publisher re-derives approval from these.
+    actor: str = ""
+    created_at: str = ""
 
 
 def load_payload(path: Path) -> dict[str, Any]:
@@ -160,4 +164,6 @@ def parse_workflow_run_event(
         head_branch=r.get("workflow_run.head_branch", optional=True) or "",
         pull_requests=tuple(numbers),
         html_url=r.get("workflow_run.html_url", optional=True) or "",
+        actor=r.get("workflow_run.actor.login", optional=True) or "",
+        created_at=r.get("workflow_run.created_at", optional=True) or "",
     )

@@ -36,7 +36,6 @@ from bot.images.output import take_output
 from bot.images.recover import attach_container, record_after_exit
 from bot.images.sandbox import (
     CACHE,
-    DEFAULT_MEMORY,
     IN,
     JIT_CACHE_DIRS,
     JIT_CACHE_ENV,
@@ -332,9 +331,7 @@ def run_collect_command(cfg: CollectConfig, opts: ContainerOptions) -> Path:
 def container_options(
     image: str,
     cache_dir: Path | None,
-    memory: str | None,
-    cpus: float | None,
-    shm_size: str,
+    limits: Limits,
     pass_env: list[str] | None,
     timeout_s: float | None,
     trust: str = "untrusted",
@@ -342,7 +339,7 @@ def container_options(
     opts = ContainerOptions(
         image=image,
         cache_dir=cache_dir or default_cache_dir(),
-        limits=Limits(memory=memory or DEFAULT_MEMORY, cpus=cpus, shm_size=shm_size),
+        limits=limits,
         env_names=list(pass_env or []),
         timeout_s=timeout_s,
         trust=parse_trust(trust),

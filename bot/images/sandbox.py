@@ -17,6 +17,7 @@ from typing import Any
 
 from collector.environment import SECRET_NAME, looks_secret
 from collector.errors import UserError
+from collector.settings import setting
 
 # Container paths.
 OUT = "/collectbot/out"
@@ -70,10 +71,13 @@ def size_bytes(size: str) -> int:
 
 @dataclass(frozen=True)
 class Limits:
-    memory: str = DEFAULT_MEMORY
-    cpus: float | None = None
+    memory: str = setting(
+        DEFAULT_MEMORY,
+        help="With --image: container memory limit (it also bounds the locked memory).",
+    )
+    cpus: float | None = setting(None, help="With --image: container CPU limit, e.g. 8.")
     pids: int = 4096
-    shm_size: str = "8g"
+    shm_size: str = setting("8g", help="With --image: size of /dev/shm.")
     tmp_size: str = "4g"
 
     def check(self) -> None:

@@ -1,4 +1,4 @@
-"""Render a comparison into the evidence comment (DESIGN.md section 4).
+"""Render a comparison into the evidence comment.
 
 Verdict first; details in `<details>` blocks; a hidden marker on the first line names the
 bot, backend and GPU (so each posts and updates its own comment) and carries the run id and
