@@ -211,6 +211,19 @@ def _rank(record: RunRecord) -> tuple[int, int, str]:
     )
 
 
+def _same_image(first: RunRecord, other: RunRecord) -> tuple[str, Any, Any]:
+    """Shards ran the same image: the same content hash when both ran in a container (trusted
+    shards build their own, each with its own id), else the same reference."""
+    hashes = [(r.meta.get("container") or {}).get("image_content_hash") for r in (first, other)]
+    if all(hashes):
+        return ("container.image_content_hash", hashes[0], hashes[1])
+    return (
+        "image.ref",
+        (first.meta.get("image") or {}).get("ref"),
+        (other.meta.get("image") or {}).get("ref"),
+    )
+
+
 def _check_same(first: RunRecord, other: RunRecord) -> None:
     checks: list[tuple[str, Any, Any]] = [
         (name, first.meta.get(name), other.meta.get(name)) for name in SAME_ACROSS_SHARDS
@@ -222,13 +235,7 @@ def _check_same(first: RunRecord, other: RunRecord) -> None:
             (other.meta.get("device") or {}).get("name"),
         )
     )
-    checks.append(
-        (
-            "image.ref",
-            (first.meta.get("image") or {}).get("ref"),
-            (other.meta.get("image") or {}).get("ref"),
-        )
-    )
+    checks.append(_same_image(first, other))
     for name, want, got in checks:
         if want != got:
             raise UserError(
