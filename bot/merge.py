@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from collector import jsonfile
 from collector.aggregate import RunResult
 from collector.caseplan import Case, shard_of
 from collector.errors import UserError
@@ -191,12 +192,7 @@ def merged_panel(panels: list[Any]) -> dict[str, Any] | None:
 
 def load_plan(path: Path) -> dict[str, Any]:
     """The unsharded plan as `collectbot collect --plan-only` prints it."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the plan ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    data = jsonfile.read(path)
     if not isinstance(data, dict) or not isinstance(data.get("case_keys"), list):
         raise UserError(f"{path}: field 'case_keys' missing (write it with collect --plan-only)")
     if data.get("shard"):
@@ -242,6 +238,19 @@ def _rank(record: RunRecord) -> tuple[int, int, str]:
     )
 
 
+def _same_image(first: RunRecord, other: RunRecord) -> tuple[str, Any, Any]:
+    """Shards ran the same image: the same content hash when both ran in a container (trusted
+    shards build their own, each with its own id), else the same reference."""
+    hashes = [(r.meta.get("container") or {}).get("image_content_hash") for r in (first, other)]
+    if all(hashes):
+        return ("container.image_content_hash", hashes[0], hashes[1])
+    return (
+        "image.ref",
+        (first.meta.get("image") or {}).get("ref"),
+        (other.meta.get("image") or {}).get("ref"),
+    )
+
+
 def _check_same(first: RunRecord, other: RunRecord) -> None:
     checks: list[tuple[str, Any, Any]] = [
         (name, first.meta.get(name), other.meta.get(name)) for name in SAME_ACROSS_SHARDS
@@ -253,13 +262,7 @@ def _check_same(first: RunRecord, other: RunRecord) -> None:
             (other.meta.get("device") or {}).get("name"),
         )
     )
-    checks.append(
-        (
-            "image.ref",
-            (first.meta.get("image") or {}).get("ref"),
-            (other.meta.get("image") or {}).get("ref"),
-        )
-    )
+    checks.append(_same_image(first, other))
     for name, want, got in checks:
         if want != got:
             raise UserError(

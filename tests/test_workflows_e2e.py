@@ -376,7 +376,11 @@ def test_the_stored_baseline_is_a_merged_record_of_both_shards(
     merged = record.meta["merged_from"]
     assert merged["count"] == SHARDS and merged["missing"] == []
     assert [s["index"] for s in merged["shards"]] == [1, 2]
-    assert record.meta["image"]["ref"].startswith("collectbot-e2e-")
+    # A trusted job runs the image it built itself, by id (never a tag another job could move).
+    assert record.meta["image"]["ref"] == record.meta["image"]["digest"]
+    assert record.meta["image"]["ref"].startswith("sha256:")
+    assert record.meta["container"]["trust"] == "trusted"
+    assert record.meta["container"]["jit_cache"] == "persistent (trusted, read-write)"
     assert record.meta["counts"]["ok"] == record.meta["counts"]["planned"] == 16
 
 

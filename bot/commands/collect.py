@@ -9,13 +9,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from bot.commands.trust_option import TrustOpt
 from bot.errors import one_line_errors
+from bot.images.sandbox import Limits
 from bot.options import settings_options
+from collector import jsonfile
 from collector.caseplan import CaseSelector
 from collector.errors import UserError
 from collector.timing import Protocol
 
 DEFAULT_PROTOCOL = Protocol()
+LIMITS = Limits()
 
 if TYPE_CHECKING:
     from collector.engine import CollectConfig
@@ -38,6 +42,7 @@ def _selector(text: str | None, option: str) -> CaseSelector | None:
 
 @one_line_errors
 @settings_options(Protocol, "protocol")
+@settings_options(Limits, "limits", ("memory", "cpus", "shm_size"))
 def collect(
     out: Annotated[
         Path | None,
@@ -124,15 +129,12 @@ def collect(
     ] = None,
     cache_dir: Annotated[
         Path | None,
-        typer.Option(help="With --image: host folder for JIT caches (torch, Triton, FlashInfer)."),
+        typer.Option(
+            help="With --image: host folder for JIT caches (torch, Triton, FlashInfer); "
+            "written only with --trust trusted, else the container gets a private copy."
+        ),
     ] = None,
-    memory: Annotated[
-        str | None, typer.Option(help="With --image: container memory limit, e.g. 64g.")
-    ] = None,
-    cpus: Annotated[
-        float | None, typer.Option(help="With --image: container CPU limit, e.g. 8.")
-    ] = None,
-    shm_size: Annotated[str, typer.Option(help="With --image: size of /dev/shm.")] = "8g",
+    limits: Limits = LIMITS,
     pass_env: Annotated[
         list[str] | None,
         typer.Option(help="With --image: pass this host variable (allow-listed settings only)."),
@@ -141,6 +143,7 @@ def collect(
         float | None,
         typer.Option(min=1, help="With --image: stop the container after this many seconds."),
     ] = None,
+    trust: TrustOpt = "untrusted",
     framework_version: Annotated[
         str | None,
         typer.Option(
@@ -216,9 +219,7 @@ def collect(
     if image is not None:
         from bot.images.container import container_options, run_collect_command
 
-        opts = container_options(
-            image, cache_dir, memory, cpus, shm_size, pass_env, container_timeout
-        )
+        opts = container_options(image, cache_dir, limits, pass_env, container_timeout, trust)
         with workflow_commands_off():
             run_json = run_collect_command(cfg, opts)
     else:
@@ -230,7 +231,9 @@ def collect(
 
 def _fail_if_run_failed(run_json: Path) -> None:
     """A run that could not measure at all (its backend did not start) ends non-zero."""
-    meta = json.loads(run_json.read_text())
+    meta = jsonfile.read(run_json)
+    if not isinstance(meta, dict):
+        raise UserError(f"{run_json}: must hold a JSON object")
     if meta.get("status") == "failed":
         reason = str(meta.get("error") or "see failures.json").splitlines()[0]
         raise UserError(f"run failed, record in {run_json.parent}: {reason}")

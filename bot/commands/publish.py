@@ -21,6 +21,7 @@ from bot.commands.github_options import (
     Token,
 )
 from bot.errors import one_line_errors
+from collector import jsonfile
 from collector.errors import UserError
 
 CHECK_KINDS = ("status", "check-run", "none")
@@ -29,10 +30,7 @@ CHECK_KINDS = ("status", "check-run", "none")
 def _load_plan(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{path}: plan not found (run `collectbot plan`)")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    data = jsonfile.read(path)
     if not isinstance(data, dict) or not isinstance(data.get("pr"), int):
         raise UserError(f"{path}: field 'pr' missing or not a number")
     return data

@@ -21,6 +21,7 @@ from bot.compare import stats
 from bot.compare.coverage import compare_coverage
 from bot.compare.failure_groups import compare_groups
 from bot.compare.latency import CONFIRM_VERDICTS, SAMPLES, CaseTable, compare_latency
+from collector import jsonfile
 from collector.errors import UserError
 from collector.record import RunRecord
 
@@ -466,10 +467,7 @@ def load_comparison(path: Path) -> dict[str, Any]:
     target = path / COMPARISON_JSON if path.is_dir() else path
     if not target.is_file():
         raise UserError(f"{target}: comparison not found (run `collectbot compare` first)")
-    try:
-        data = json.loads(target.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{target}: not valid JSON ({exc})") from None
+    data = jsonfile.read(target)
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
         raise UserError(

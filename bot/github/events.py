@@ -7,12 +7,13 @@ such text into a comment.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collector import jsonfile
 from collector.errors import UserError
+from collector.jsonfile import read_bytes
 
 PR_EVENTS = ("pull_request", "pull_request_target")
 
@@ -64,10 +65,7 @@ class WorkflowRunEvent:
 def load_payload(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{path}: event payload not found")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: event payload is not valid JSON ({exc})") from None
+    data = jsonfile.loads(read_bytes(path), f"{path}: event payload")
     if not isinstance(data, dict):
         raise UserError(f"{path}: event payload must be a JSON object")
     return data

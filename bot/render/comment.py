@@ -23,7 +23,7 @@ from markupsafe import Markup
 
 from bot import __version__
 from bot.compare import stats
-from bot.render.sanitize import finalize, md_block, md_code, md_text
+from bot.render.sanitize import finalize, md_block, md_code, md_text, md_url
 
 GITHUB_COMMENT_LIMIT = 65536
 MARKER_PREFIX = "<!-- collectbot "
@@ -457,7 +457,7 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         # Escaped here, with room for several GPU pairs (UUIDs and names come from run.json).
         "gpu_line": md_text(line, limit=1500) if (line := gpu_line(comparison)) else None,
         "reproduce": reproduce_commands(comparison),
-        "artifacts_url": opts.artifacts_url,
+        "artifacts_url": md_url(opts.artifacts_url),
         "version": __version__,
         "schema_version": comparison["schema_version"],
         "baseline_kind": comparison["baseline"].get("kind", "run")
@@ -569,7 +569,7 @@ def _run_context(info: Any, opts: RenderOptions) -> dict[str, Any]:
         "log_tail": info.log_tail if opts.detail_rows else None,
         "provenance": [{"name": n, "value": v or "–"} for n, v in provenance],
         "reproduce": shlex.join(command) if command else None,
-        "artifacts_url": opts.artifacts_url,
+        "artifacts_url": md_url(opts.artifacts_url),
         "version": __version__,
     }
 

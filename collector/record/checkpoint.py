@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collector import jsonfile
 from collector.aggregate import RunResult
-from collector.errors import RecordWriteError
+from collector.errors import RecordWriteError, UserError
 from collector.failures import FailureRecord
 from collector.record.files import write_failure
 
@@ -65,8 +66,8 @@ class Checkpoint:
         with path.open(encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
+                    entry = jsonfile.loads(line, str(path))
+                except UserError:
                     continue
                 if isinstance(entry, dict) and "kind" in entry:
                     yield entry

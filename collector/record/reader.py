@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from collector import jsonfile
 from collector.errors import RunRecordError
 from collector.failures import FailureRecord
 from collector.ops import OPS, get_op
@@ -161,10 +161,7 @@ def read_record(path: Path) -> RunRecord:
     _require(path.is_dir(), f"{path}: run record directory not found")
     run_json = path / RUN_JSON
     _require(run_json.is_file(), f"{run_json}: missing (not a run record, or the run died early)")
-    try:
-        meta = json.loads(run_json.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise RunRecordError(f"{run_json}: not valid JSON ({exc})") from None
+    meta = jsonfile.read(run_json, error=RunRecordError)
     _require(isinstance(meta, dict), f"{run_json}: must hold a JSON object")
     version = meta.get("schema_version")
     _require(
@@ -176,6 +173,7 @@ def read_record(path: Path) -> RunRecord:
     for name, digest in files.items():
         target = path / name
         _require(target.is_file(), f"{target}: listed in run.json but missing")
+        _require(not target.is_symlink(), f"{target}: is a symbolic link; refusing to follow it")
         actual = sha256_file(target)
         _require(
             actual == digest,
@@ -332,10 +330,7 @@ _FAILURE_FIELDS: dict[str, tuple[type, ...]] = {
 
 
 def _read_failures(path: Path) -> list[FailureRecord]:
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise RunRecordError(f"{path}: not valid JSON ({exc})") from None
+    data = jsonfile.read(path, error=RunRecordError)
     _require(isinstance(data, list), f"{path}: must hold a JSON list of failure records")
     out = []
     for i, item in enumerate(data):
