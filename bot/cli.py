@@ -43,6 +43,7 @@ from bot.commands import (  # noqa: E402, F401
     compare,
     conclude,
     demo,
+    history,
     image,
     import_aic,
     merge,
