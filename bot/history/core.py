@@ -318,16 +318,16 @@ def build_history(
     return History(series, runs, ordered, ms, lo, hi, kernel, failure, list(skipped or []))
 
 
-def load_history(
+def read_history(
     url: str,
-    selection: Selection,
+    series: Series,
+    stored: list[StoredRun],
     settings: HistorySettings | None = None,
     warn: Warn | None = None,
 ) -> History:
-    """The one series `selection` names in the store at `url`, damaged runs skipped."""
+    """The history of `stored` (one series' entries): damaged runs skipped with a warning."""
     from bot.history import source
 
-    series, stored = source.one_series(url, selection)
     skipped: list[dict[str, str]] = []
     say = warn or source.warn_stderr
 
@@ -335,5 +335,17 @@ def load_history(
         skipped.append({"reason": message})
         say(message)
 
-    loaded = source.read_runs(url, stored, warn=note)
-    return build_history(series, loaded, settings, skipped)
+    return build_history(series, source.read_runs(url, stored, warn=note), settings, skipped)
+
+
+def load_history(
+    url: str,
+    selection: Selection,
+    settings: HistorySettings | None = None,
+    warn: Warn | None = None,
+) -> History:
+    """The one series `selection` names in the store at `url`."""
+    from bot.history import source
+
+    series, stored = source.one_series(url, selection)
+    return read_history(url, series, stored, settings, warn)
