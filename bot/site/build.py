@@ -346,6 +346,7 @@ def build_site(
         "out": str(out),
         "histories": len(index),
         "cases": sum(h["cases"] for h in index),
+        "change_points": sum(h["change_points"] for h in index),
         "pages": written.pages,
         "bytes": written.total,
         "largest_page_bytes": written.largest,
