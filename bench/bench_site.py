@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -55,14 +56,21 @@ def main() -> None:
                 str(out),
             ]
             load_before = os.getloadavg()[0]
+            cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             done = subprocess.run(command, check=True, capture_output=True, text=True)
             seconds = time.perf_counter() - t0
+            cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            # CPU seconds of the command: less sensitive than wall time to a shared machine.
+            cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (
+                cpu_after.ru_stime - cpu_before.ru_stime
+            )
             summary = json.loads(done.stdout)
             sizes = sorted(p.stat().st_size for p in out.rglob("*.html"))
             timings.append(
                 {
                     "site_s": round(seconds, 2),
+                    "cpu_s": round(cpu, 2),
                     "load_before": round(load_before, 2),
                     "load_after": round(os.getloadavg()[0], 2),
                     "pages": len(sizes),

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Headless-Chromium screenshots of a `collectbot site`: each history's overview and the
-page of its first stepped case (the first case the change-point table links to).
+"""Headless-Chromium screenshots of a `collectbot site`: each history's overview, its first
+page of cases, and the page of its first stepped case (the first case the change-point
+table links to).
 
 Chromium runs with every host name unresolvable, so a page that needed the network would
 show it. Usage: scripts/screenshot_site.py SITE_DIR --out DIR [--chromium PATH]
@@ -17,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 CASE_LINK = re.compile(r'href="(case-[0-9a-f]{16}\.html)"')
+GROUP_LINK = re.compile(r'href="(group-[a-z0-9._+-]+-1\.html)"')
 
 
 def screenshot(chromium: str, page: Path, png: Path, height: int) -> None:
@@ -55,6 +57,10 @@ def main() -> int:
         overview = directory / "index.html"
         screenshot(args.chromium, overview, args.out / f"overview-{n}.png", 1600)
         print(args.out / f"overview-{n}.png")
+        found = GROUP_LINK.search(overview.read_text())
+        if found:
+            screenshot(args.chromium, directory / found.group(1), args.out / f"group-{n}.png", 1400)
+            print(args.out / f"group-{n}.png")
         found = CASE_LINK.search(overview.read_text())
         if found:
             screenshot(args.chromium, directory / found.group(1), args.out / f"case-{n}.png", 1100)

@@ -6,6 +6,9 @@ import hashlib
 import json
 import math
 import re
+import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from tests.history_store import SyntheticStore, commit_of, grid_cases, make_stor
 
 runner = CliRunner()
 SVG = "{http://www.w3.org/2000/svg}"
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "screenshot_site.py"
 HOSTILE = '<script>alert(1)</script>"&'
 
 
@@ -185,3 +189,32 @@ def test_trend_svg_survives_flat_empty_and_nan() -> None:
     spark = ET.fromstring(str(sparkline_svg([1.0, math.nan, 2.0], [False, True, False])))
     line = spark.find(f"{SVG}polyline")
     assert line is not None and len(line.get("points", "").split()) == 2
+
+
+def test_tick_labels_carry_the_decimals_the_span_needs() -> None:
+    from bot.site.svg import tick
+
+    assert tick(0.001307, 0.24) == "0.001"
+    assert tick(548.5, 93.5) == "548.5"
+    assert tick(1234.5, 900.0) == "1234"
+    assert tick(1.23456, 0.01) == "1.2346"
+    assert tick(5.0, 0.0) == "5"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium")
+def test_screenshot_script_renders_the_site_in_chromium(site: Path, tmp_path: Path) -> None:
+    out = tmp_path / "shots"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(site), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shots = sorted(p.name for p in out.glob("*.png"))
+    assert shots == ["case-1.png", "group-1.png", "overview-1.png"]
+    for png in out.glob("*.png"):
+        data = png.read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000

@@ -40,7 +40,7 @@ table{border-collapse:collapse;margin:8px 0 16px}
 th,td{padding:3px 8px;border-bottom:1px solid #d0d7de;text-align:left;vertical-align:middle}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;
 white-space:nowrap}
-code{font-size:12px;word-break:break-all}.muted{color:#59636e}.up{color:#d1242f}.down{color:#1a7f37}
+code{font-size:12px;white-space:nowrap}.muted{color:#59636e}.up{color:#d1242f}.down{color:#1a7f37}
 .plot text{font-size:11px;fill:#59636e}.groups{display:flex;flex-wrap:wrap;gap:16px}
 .group{border:1px solid #d0d7de;border-radius:6px;padding:8px}nav{margin-bottom:12px}
 .fail{color:#9a6700}
@@ -170,6 +170,8 @@ def _run_rows(history: History) -> list[dict[str, Any]]:
         {
             **run.to_json(),
             "commit": run.commit,
+            # "2026-11-02T00:00:00+00:00" -> "2026-11-02 00:00": a table column, not a record.
+            "when": (run.started_at or run.stored_at or "")[:16].replace("T", " "),
             "versions_text": ", ".join(f"{k} {v}" for k, v in run.versions.items() if v),
             "gpu_text": " · ".join(v for v in run.gpu.values() if v),
         }

@@ -44,6 +44,12 @@ def _bounds(points: Sequence[Point]) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
+def tick(value: float, span: float) -> str:
+    """A tick label with as many decimals as the axis' span needs (0 to 4)."""
+    decimals = 0 if span <= 0 else min(4, max(0, 2 - math.floor(math.log10(span))))
+    return f"{value:.{decimals}f}"
+
+
 def trend_svg(
     points: Sequence[Point],
     *,
@@ -78,7 +84,7 @@ def trend_svg(
         v = y1 - (y1 - y0) * frac
         parts.append(
             f'<text x="{pad_l - 6}" y="{pad_t + h * frac + 4:.1f}" text-anchor="end">'
-            f"{escape(f'{v:.4g}{unit}')}</text>"
+            f"{escape(tick(v, y1 - y0) + unit)}</text>"
         )
     for i in steps:
         if 0 < i < n:
