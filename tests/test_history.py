@@ -208,3 +208,35 @@ def test_cli_several_histories_must_be_narrowed(stepped: SyntheticStore, tmp_pat
     assert result.exit_code == 2
     assert "2 histories match" in result.stderr
     assert runner.invoke(app, ["history", "--store", str(copy), "--ref", "feature"]).exit_code == 0
+
+
+def test_cli_when_no_run_can_be_read(tmp_path: Path) -> None:
+    store = make_store(tmp_path / "store", tmp_path / "work", grid_cases(3), runs=1, steps=())
+    entry = RunStore(store.url).entries()[0]
+    stored = tmp_path / "store" / entry.key.path / entry.name / "run.json"
+    stored.write_text(stored.read_text().replace('"torch"', '"tampered"', 1))
+    result = runner.invoke(app, ["history", "--store", store.url])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("warning: skipped stored run") and "checksum mismatch" in lines[0]
+    assert lines[1].startswith("error: ") and "no stored run" in lines[1]
+
+
+def test_cli_table_shows_record_text_as_text(tmp_path: Path) -> None:
+    """Kernel names come from the measured code: no markup, no terminal escapes."""
+    from tests.factories import simulated_runs, write_record
+
+    rng = np.random.default_rng(2)
+    cases = grid_cases(2)
+    hostile = "[bold red]pwn[/] \x1b[31mred\x1b[0m"
+    record = write_record(
+        tmp_path / "r1",
+        cases,
+        lambda c: simulated_runs(rng, 1.0),
+        kernel_for=lambda c: hostile,
+    )
+    RunStore(str(tmp_path / "store")).put(record, ref="main")
+    result = runner.invoke(app, ["history", "--store", str(tmp_path / "store")])
+    assert result.exit_code == 0, result.output
+    assert "[bold red]pwn[/]" in result.output
+    assert "\x1b" not in result.output

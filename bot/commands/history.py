@@ -125,6 +125,11 @@ def history(
     selector = _case_filter(case_filter)
     settings = _settings(bootstrap)
     full = load_history(store, selection, settings)
+    if not full.runs:
+        raise UserError(
+            f"{store}: no stored run of {full.series.label} could be read "
+            f"({len(full.skipped)} skipped, each named above)"
+        )
     chosen = full.select(selector)
     points = change_points(chosen)
     if changed_only:

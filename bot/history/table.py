@@ -62,7 +62,7 @@ def print_history(
             )
         )
     for skipped in history.skipped:
-        console.print(_t(f"skipped: {skipped['reason']}", 300), style="yellow")
+        console.print(_t(skipped["reason"], 300), style="yellow")
     steps: dict[int, list[ChangePoint]] = {}
     for cp in points:
         steps.setdefault(cp.case, []).append(cp)
