@@ -240,3 +240,26 @@ def test_cli_table_shows_record_text_as_text(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "[bold red]pwn[/]" in result.output
     assert "\x1b" not in result.output
+
+
+def test_a_history_spans_framework_versions_unless_narrowed(tmp_path: Path) -> None:
+    """An upgrade is a point in the history (with its versions), not a new history."""
+    from tests.factories import simulated_runs, write_record
+
+    rng = np.random.default_rng(4)
+    cases = grid_cases(3)
+    store = RunStore(str(tmp_path / "store"))
+    for i, version in enumerate(("2.10.0", "2.10.0", "2.11.0")):
+        record = write_record(
+            tmp_path / f"r{i}",
+            cases,
+            lambda c: simulated_runs(rng, 1.0),
+            meta_extra={"framework_version": version, "versions": {"torch": version}},
+        )
+        store.put(record, ref="main")
+    both = load_history(str(store.url), Selection())
+    assert [r.framework_version for r in both.runs] == ["2.10.0", "2.10.0", "2.11.0"]
+    assert both.runs[2].versions["torch"] == "2.11.0"
+    assert np.isfinite(both.ms).all()
+    one = load_history(str(store.url), Selection(framework_version="2.10.0"))
+    assert [r.run_id for r in one.runs] == ["r0", "r1"]
