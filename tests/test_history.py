@@ -6,11 +6,13 @@ import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
+import bot.history
 from bot.cli import app
 from bot.compare.latency import runs_by_case
 from bot.compare.stats import pooled_estimate
@@ -170,6 +172,8 @@ def test_cli_json_shape(stepped: SyntheticStore) -> None:
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
+    schema = json.loads((Path(bot.history.__file__).parent / "history.schema.json").read_text())
+    jsonschema.validate(data, schema)
     assert data["format"] == 1 and data["series"]["ref"] == "main"
     assert len(data["runs"]) == 20 and data["runs"][11]["git_sha"] == commit_of(12)
     assert all(c["op"] == "gemm" for c in data["cases"])
