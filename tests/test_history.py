@@ -267,3 +267,14 @@ def test_a_history_spans_framework_versions_unless_narrowed(tmp_path: Path) -> N
     assert np.isfinite(both.ms).all()
     one = load_history(str(store.url), Selection(framework_version="2.10.0"))
     assert [r.run_id for r in one.runs] == ["r0", "r1"]
+
+
+def test_sparkline_keeps_small_noise_flat_and_shows_a_step() -> None:
+    from bot.history.table import sparkline
+
+    noise = np.array([1.0, 1.002, 0.999, 1.001, np.nan, 1.0])
+    line = sparkline(noise, [False, False, False, False, True, False])
+    assert line[4] == "×" and len(line) == 6
+    assert len(set(line) - {"×"}) <= 2  # 0.3% of wobble within a 2% span: one or two levels
+    step = sparkline(np.array([1.0] * 5 + [1.1] * 5), [False] * 10)
+    assert step == "▁" * 5 + "█" * 5

@@ -130,9 +130,14 @@ def trend_svg(
 
 
 def sparkline_svg(
-    values: Sequence[float], failed: Sequence[bool] = (), width: int = 120, height: int = 22
+    values: Sequence[float],
+    failed: Sequence[bool] = (),
+    width: int = 120,
+    height: int = 22,
+    min_span: float = 0.02,
 ) -> Markup:
-    """A line over the finite values, red ticks at failures; no labels."""
+    """A line over the finite values, ticks at failures; no labels. The vertical scale spans
+    at least `min_span` of the values' level, so small noise stays flat."""
     n = len(values)
     finite = [v for v in values if math.isfinite(v)]
     parts = [
@@ -141,7 +146,9 @@ def sparkline_svg(
     ]
     if finite and n:
         lo, hi = min(finite), max(finite)
-        span = hi - lo or 1.0
+        mid = (lo + hi) / 2
+        span = max(hi - lo, min_span * abs(mid)) or 1.0
+        hi = mid + span / 2
 
         def x(i: int) -> float:
             return 2 + (width - 4) * (i / (n - 1) if n > 1 else 0.5)
