@@ -482,6 +482,7 @@ def _run_context(info: Any, opts: RenderOptions) -> dict[str, Any]:
     return {
         "marker": Markup(run_marker(meta, opts).render()),
         "icon": ICONS[level],
+        "level": level,
         "title": f"collectbot: {headline}",
         "reasons": reasons,
         "stage": info.stage,
