@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -26,25 +27,50 @@ def compare(
     ],
     out: Annotated[Path, typer.Option("--out", help="Directory for comparison.json.")],
     min_effect: Annotated[
-        float,
-        typer.Option(min=0.0, help="Smallest relative change that can be a verdict (0.01 = 1%)."),
-    ] = 0.01,
-    noise_mult: Annotated[
-        float,
+        float | None,
         typer.Option(
-            min=0.0, help="A case's threshold is at least this many times its run-to-run noise."
+            min=0.0,
+            help="Smallest relative change that can be a verdict (0.01 = 1%); default: the "
+            "config file's, else 1%.",
+            show_default=False,
         ),
-    ] = 2.0,
+    ] = None,
+    noise_mult: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="A case's threshold is at least this many times its run-to-run noise.",
+            show_default=False,
+        ),
+    ] = None,
     alpha: Annotated[
-        float, typer.Option(min=0.0001, max=0.5, help="False discovery rate across cases.")
-    ] = 0.05,
+        float | None,
+        typer.Option(
+            min=0.0001, max=0.5, help="False discovery rate across cases.", show_default=False
+        ),
+    ] = None,
     size_only_threshold: Annotated[
-        float,
-        typer.Option(min=0.0, help="Threshold for rows without samples (e.g. imported tables)."),
-    ] = 0.05,
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="Threshold for rows without samples (e.g. imported tables).",
+            show_default=False,
+        ),
+    ] = None,
     seed: Annotated[
-        int, typer.Option(help="Bootstrap seed: the same records and seed give the same result.")
-    ] = 20261130,
+        int | None,
+        typer.Option(
+            help="Bootstrap seed: the same records and seed give the same result.",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Thresholds and statistics settings (YAML); default: .github/collectbot.yml "
+            "when there is one. Options given here win over it.",
+        ),
+    ] = None,
     baseline_kind: Annotated[
         str | None,
         typer.Option(
@@ -80,17 +106,21 @@ def compare(
 
     Writes comparison.json (notable cases and summaries) and cases.parquet (every case).
     """
+    from bot.ci_config import load_ci_config
     from bot.compare.comparison import Baseline, compare_runs
     from bot.compare.stats import Settings
     from collector.record import read_record
 
-    settings = Settings(
-        alpha=alpha,
-        min_effect=min_effect,
-        noise_mult=noise_mult,
-        size_only_threshold=size_only_threshold,
-        seed=seed,
-    )
+    ci_config = load_ci_config(config)
+    settings = ci_config.apply() if ci_config else Settings()
+    given: dict[str, Any] = {
+        "alpha": alpha,
+        "min_effect": min_effect,
+        "noise_mult": noise_mult,
+        "size_only_threshold": size_only_threshold,
+        "seed": seed,
+    }
+    settings = replace(settings, **{k: v for k, v in given.items() if v is not None})
     if (confirm_base is None) != (confirm_cand is None):
         raise UserError("--confirm-base and --confirm-cand go together")
     confirm = None
@@ -116,7 +146,8 @@ def compare(
                 raise UserError("give BASE_RUN and CAND_RUN (or --baseline-from-store)")
             base, cand = read_record(runs[0]), read_record(runs[1])
             baseline = Baseline(kind=baseline_kind, paired=paired)
-        result = compare_runs(base, cand, settings, baseline, confirm)
+        source = ci_config.source if ci_config else None
+        result = compare_runs(base, cand, settings, baseline, confirm, settings_source=source)
         path = result.write(out)
     verdict = result.data["verdict"]
     typer.echo(f"{verdict['level']}: {verdict['headline']}")

@@ -58,6 +58,13 @@ def conclude(
         str | None,
         typer.Option(help="A failure seen before this step: skip the stages, report it."),
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Thresholds and statistics settings (YAML); default: the copy in the plan, "
+            "else .github/collectbot.yml when there is one."
+        ),
+    ] = None,
 ) -> None:
     """Merge the shards (or take a campaign), compare with the baseline, render, bundle.
 
@@ -85,6 +92,7 @@ def conclude(
             artifacts_url=artifacts_url,
             log=log,
             error=error,
+            config=config,
         )
     )
     for note in result.notes:

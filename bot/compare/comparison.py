@@ -149,8 +149,10 @@ def compare_runs(
     settings: stats.Settings | None = None,
     baseline: Baseline | None = None,
     confirm: tuple[RunRecord, RunRecord] | None = None,
+    settings_source: str | None = None,
 ) -> Comparison:
-    """Compare two run records (and, optionally, a paired re-measurement of flagged cases)."""
+    """Compare two run records (and, optionally, a paired re-measurement of flagged cases).
+    `settings_source` names where the settings came from (a config file; None: defaults)."""
     settings = settings or stats.Settings()
     baseline = baseline or Baseline()
     planned_by_op, planned_by_family = _planned(cand)
@@ -175,6 +177,7 @@ def compare_runs(
         },
         "candidate": {"has_samples": has_samples(cand), **provenance(cand)},
         "settings": settings.to_json(),
+        "settings_source": settings_source,
         "failure_groups": groups,
         "coverage": coverage,
         "latency": latency,

@@ -264,17 +264,32 @@ def _judge(cols: dict[str, np.ndarray], sampled_idx: np.ndarray, settings: stats
     if sampled_idx.size:
         q = stats.bh_qvalues(cols["p"][sampled_idx])
         cols["q"][sampled_idx] = q
+        min_effect = _min_effects(cols, sampled_idx, settings)
+        # Each case's threshold from its own minimum effect (per-op/dtype overrides).
+        threshold = np.maximum(min_effect, settings.noise_mult * cols["noise"][sampled_idx])
+        cols["threshold"][sampled_idx] = threshold
         verdict[sampled_idx] = stats.verdicts(
             cols["ratio"][sampled_idx],
             cols["lo"][sampled_idx],
             cols["hi"][sampled_idx],
             q,
-            cols["threshold"][sampled_idx],
+            threshold,
             settings.alpha,
-            settings.min_effect,
+            min_effect,
             settings.max_same_band,
         )
     cols["verdict"] = verdict
+
+
+def _min_effects(
+    cols: dict[str, np.ndarray], idx: np.ndarray, settings: stats.Settings
+) -> np.ndarray:
+    """The minimum effect of each case in `idx`: `min_effect` unless an override matches."""
+    if not settings.min_effect_overrides:
+        return np.full(idx.size, settings.min_effect)
+    pairs = list(zip(cols["op"][idx], cols["dtype"][idx], strict=True))
+    known = {pair: settings.min_effect_for(*pair) for pair in set(pairs)}
+    return np.array([known[pair] for pair in pairs], dtype=float)
 
 
 def _apply_confirmation(

@@ -46,6 +46,18 @@ VERDICTS = (REGRESSED, IMPROVED, INCONCLUSIVE, SAME)
 
 
 @dataclass(frozen=True)
+class MinEffectOverride:
+    """A minimum effect for the cases of one op, one dtype, or one op's dtype."""
+
+    min_effect: float
+    op: str | None = None
+    dtype: str | None = None
+
+    def matches(self, op: str, dtype: str) -> bool:
+        return self.op in (None, op) and self.dtype in (None, dtype)
+
+
+@dataclass(frozen=True)
 class Settings:
     alpha: float = 0.05  # false discovery rate across cases (Benjamini-Hochberg)
     confidence: float = 0.95  # bootstrap interval
@@ -59,9 +71,20 @@ class Settings:
     # latency uses the same): docs/benchmarks.md, "Sessions 12-14".
     trim: float = LATENCY_TRIM
     seed: int = 20261130
+    # Per-op or per-dtype minimum effects (a repository's .github/collectbot.yml): the most
+    # specific matching entry replaces `min_effect` for a case; a later one wins a tie.
+    min_effect_overrides: tuple[MinEffectOverride, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def min_effect_for(self, op: str, dtype: str) -> float:
+        best, rank = self.min_effect, -1
+        for o in self.min_effect_overrides:
+            specific = (o.op is not None) + (o.dtype is not None)
+            if o.matches(op, dtype) and specific >= rank:
+                best, rank = o.min_effect, specific
+        return best
 
 
 def median(values: np.ndarray) -> float:
@@ -298,17 +321,17 @@ def verdicts(
     q: np.ndarray,
     threshold: np.ndarray,
     alpha: float,
-    min_effect: float,
+    min_effect: float | np.ndarray,
     max_same_band: float = Settings.max_same_band,
 ) -> np.ndarray:
     """Verdicts for many cases at once (arrays of equal length; NaN q = not significant).
 
     Regressed (improved): the run-level test is significant after FDR control, the interval
-    excludes every change smaller than `min_effect`, and the estimate exceeds the case's own
-    threshold. Same: the interval lies inside the band, or the estimate does and the interval
-    stays within twice the band (or the change is real but below the threshold); the band is
-    the threshold, never wider than `max_same_band`, so a very noisy case is not "same".
-    Anything else is inconclusive.
+    excludes every change smaller than `min_effect` (one value, or one per case), and the
+    estimate exceeds the case's own threshold. Same: the interval lies inside the band, or the
+    estimate does and the interval stays within twice the band (or the change is real but
+    below the threshold); the band is the threshold, never wider than `max_same_band`, so a
+    very noisy case is not "same". Anything else is inconclusive.
     """
     up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
     floor_up, floor_down = 1.0 + min_effect, 1.0 / (1.0 + min_effect)

@@ -22,6 +22,7 @@ import jinja2
 from markupsafe import Markup
 
 from bot import __version__
+from bot.ci_config import settings_line
 from bot.compare import stats
 from bot.render.sanitize import finalize, md_block, md_code, md_text
 
@@ -351,6 +352,8 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         "coverage": coverage,
         "coverage_findings": comparison["coverage"]["findings"],
         "latency_line": latency_line,
+        "settings_line": md_text(settings_line(comparison["settings"])),
+        "settings_source": comparison.get("settings_source"),
         "ci_label": f"{comparison['settings']['confidence'] * 100:.0f}% CI",
         "regressions": [_case_row(c) for c in regressed[: opts.top]],
         "improvements": [_case_row(c) for c in improved[: opts.top]],
