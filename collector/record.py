@@ -29,6 +29,7 @@ from collector.errors import RecordWriteError, RunRecordError
 from collector.failures import FailureRecord
 from collector.ops import OPS, get_op
 from collector.peaks import roofline_pct
+from collector.sample_checks import exclude_bad_sample_cases as check_samples
 
 SCHEMA_VERSION = 1
 RUN_JSON = "run.json"
@@ -575,6 +576,7 @@ def read_record(path: Path) -> RunRecord:
             _require(name in files, f"{run_json}: op {op!r} has no {name} listed")
         perf[op] = _read_perf(path / perf_file(op), op, anomalies)
         samples[op] = _read_samples(path / samples_file(op), anomalies)
+        perf[op], samples[op] = check_samples(perf[op], samples[op], samples_file(op), anomalies)
     failures = _read_failures(path / FAILURES_JSON) if FAILURES_JSON in files else []
     return RunRecord(path, meta, perf, samples, failures, anomalies)
 

@@ -305,12 +305,23 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
         reasons.append(
             (RED, f"{_n(len(groups['new']), 'new failure group')} ({_n(cases, 'case')})")
         )
-    if summary[stats.REGRESSED]:
-        text = f"{_n(summary[stats.REGRESSED], 'case')} regressed"
+    # A case whose kernel changed is judged across two kernels: a dispatch change.
+    across = dispatch_verdicts(result)
+    same_kernel = summary[stats.REGRESSED] - across[stats.REGRESSED]
+    if same_kernel:
+        text = f"{_n(same_kernel, 'case')} regressed"
         if confirmation["performed"]:
             confirmed = _confirmed_count(result, stats.REGRESSED)
             text += f" ({confirmed} confirmed by a paired re-measurement)"
         reasons.append((RED, text))
+    if across[stats.REGRESSED]:
+        reasons.append(
+            (
+                RED,
+                f"{_n(across[stats.REGRESSED], 'case')} slower after a dispatch change (another "
+                "kernel runs them now: not the same kernel regressing)",
+            )
+        )
     if summary[stats.INCONCLUSIVE]:
         text = f"{_n(summary[stats.INCONCLUSIVE], 'case')} inconclusive"
         if confirmation["performed"] and confirmation.get("overturned"):
@@ -329,8 +340,10 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
     elif reasons:
         level = YELLOW
     parts = []
-    if summary[stats.REGRESSED]:
-        parts.append(f"{summary[stats.REGRESSED]} regressed")
+    if same_kernel:
+        parts.append(f"{same_kernel} regressed")
+    if across[stats.REGRESSED]:
+        parts.append(f"{across[stats.REGRESSED]} slower after a dispatch change")
     if groups["new"]:
         parts.append(_n(len(groups["new"]), "new failure group"))
     if summary[stats.IMPROVED]:
@@ -343,6 +356,15 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
         parts.insert(0, "coverage lost")
     parts.append(f"{summary[stats.SAME]} unchanged")
     return {"level": level, "headline": ", ".join(parts), "reasons": [r for _, r in reasons]}
+
+
+def dispatch_verdicts(result: dict[str, Any]) -> dict[str, int]:
+    """Verdicts of the cases whose kernel changed (0 each for comparisons without them)."""
+    out = dict.fromkeys(stats.VERDICTS, 0)
+    for change in result["latency"]["dispatch_changes"]:
+        for verdict, count in (change.get("verdicts") or {}).items():
+            out[verdict] = out.get(verdict, 0) + int(count)
+    return out
 
 
 def _confirmed_count(result: dict[str, Any], verdict: str) -> int:
