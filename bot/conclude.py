@@ -123,14 +123,15 @@ def baseline_ref_for(plan: dict[str, Any], given: str | None) -> str:
 
 
 def ci_config_for(plan: dict[str, Any], path: Path | None) -> CiConfig | None:
-    """The thresholds: the copy the plan job took from the base branch (trusted: the PR's own
-    checkout could loosen them), else the file at `path` or the default path."""
+    """The thresholds: the copy the plan job took from the base branch, else the file named
+    by `--config`, else the defaults. Never the working directory's file: this job runs in
+    the pull request's checkout, whose own config could loosen the thresholds."""
     from bot.ci_config import CiConfig, load_ci_config
 
     carried = plan.get("ci_config")
     if isinstance(carried, dict):
         return CiConfig.from_json(carried, str(carried.get("source") or "the plan's config"))
-    return load_ci_config(path)
+    return load_ci_config(path) if path is not None else None
 
 
 def _compare(

@@ -155,6 +155,7 @@ def test_the_plan_carries_the_base_branchs_config_to_conclude(
     gh: GitHubServer,  # noqa: F811
     tmp_path: Path,
     rng: np.random.Generator,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The plan job (base branch checkout) reads the file: the label's case set comes from
     it, and conclude judges with its thresholds even when the PR's checkout has none."""
@@ -202,3 +203,23 @@ def test_the_plan_carries_the_base_branchs_config_to_conclude(
     assert cmp["settings"]["min_effect"] == 0.07
     assert cmp["settings_source"] == str(config)
     assert "minimum effect 7%" in (out / "comment.md").read_text()
+    # A plan without a copy (the base branch has no file): the defaults, never the file in
+    # the pull request's checkout, where conclude runs.
+    pr_checkout = tmp_path / "pr-checkout"
+    (pr_checkout / ".github").mkdir(parents=True)
+    (pr_checkout / ".github" / "collectbot.yml").write_text("min_effect: 10\n")
+    decided.pop("ci_config")
+    plan.write_text(json.dumps(decided))
+    monkeypatch.chdir(pr_checkout)
+    out = tmp_path / "concluded-again"
+    result = runner.invoke(
+        app,
+        [
+            *("conclude", "--plan", str(plan), "--shards-dir", str(tmp_path / "shards")),
+            *("--shards", "2", "--store", store, "--out", str(out), "--run-id", str(RUN_ID)),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    cmp = json.loads((out / "comparison" / "comparison.json").read_text())
+    assert cmp["settings"]["min_effect"] == Settings().min_effect
+    assert cmp["settings_source"] is None

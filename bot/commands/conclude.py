@@ -61,8 +61,8 @@ def conclude(
     config: Annotated[
         Path | None,
         typer.Option(
-            help="Thresholds and statistics settings (YAML); default: the copy in the plan, "
-            "else .github/collectbot.yml when there is one."
+            help="Thresholds and statistics settings (YAML); default: the base branch's "
+            "copy that the plan carries, else the defaults (never the checkout's own file)."
         ),
     ] = None,
 ) -> None:

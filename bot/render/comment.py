@@ -424,7 +424,7 @@ def _outlier_context(outliers: dict[str, Any] | None, rows: int) -> dict[str, An
                 "side": "baseline" if c["side"] == "base" else "candidate",
                 "outliers": c["outliers"],
                 "samples": c["samples"],
-                "share": f"{c['outliers'] / c['samples'] * 100:.0f}%",
+                "share": f"{c['outliers'] / max(1, c['samples']) * 100:.0f}%",
             }
             for c in outliers["cases"][:rows]
         ],
