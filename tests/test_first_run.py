@@ -70,7 +70,7 @@ def test_a_first_run_without_a_baseline_never_posts_success(
     assert headline.startswith("## ❌" if failed else "## ⚠️"), headline
     assert "no baseline to compare with" in headline
     # What a baseline would add, and how to get one.
-    assert "**No baseline yet.**" in body
+    assert "**No baseline to compare with.**" in body
     assert "which failure groups are new, persisting or resolved" in body
     assert "run the `collectbot baseline` workflow on the base branch" in body
     if check == "status":
