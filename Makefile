@@ -34,10 +34,13 @@ test: setup docker-engine
 vllm-cpu: setup
 	PYTHON=$(PY) scripts/vllm-cpu-env.sh
 
+# ruff (style, security and complexity ceilings), mypy, and import-linter's layer contracts
+# ([tool.importlinter] in pyproject.toml).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # The workflows: zizmor's audit offline (the auditor persona: every finding fixed or
 # justified in place), then act's dry run of each workflow on its events.
@@ -48,4 +51,4 @@ workflows: setup
 check: test lint workflows
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -2,4 +2,4 @@
 
 from bot.cli import app
 
-app()
+app(prog_name="collectbot")

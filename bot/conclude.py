@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.result_bundle import make_result
+from collector import jsonfile
 from collector.errors import UserError
 
 if TYPE_CHECKING:
@@ -87,8 +88,8 @@ def full_plan_of(meta: dict[str, Any]) -> dict[str, Any] | None:
 def _first_shard_meta(paths: list[Path]) -> dict[str, Any] | None:
     for path in paths:
         try:
-            data = json.loads((path / "run.json").read_text())
-        except (OSError, ValueError):
+            data = jsonfile.read(path / "run.json")
+        except UserError:
             continue
         if isinstance(data, dict):
             return data
@@ -176,7 +177,7 @@ def conclude(opts: ConcludeOptions) -> Concluded:
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out}: not empty")
     out.mkdir(parents=True, exist_ok=True)
-    plan = json.loads(opts.plan.read_text()) if opts.plan.is_file() else {}
+    plan = jsonfile.read(opts.plan) if opts.plan.is_file() else {}
     head = plan.get("head_sha")
     run_dir, cmp_dir = out / "run", out / "comparison"
     notes: list[str] = []

@@ -1,7 +1,7 @@
 """The embedded default: a baseline and a canary candidate on CPU, compared and rendered.
 
 Both collections are driven round by round in alternation (A B B A ...), the schedule that
-keeps drift from looking like a change (DESIGN.md section 6).
+keeps drift from looking like a change (docs/statistics.md).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from collector import jsonfile
 from collector.aggregate import RunResult
 from collector.caseplan import Case, shard_of
 from collector.errors import UserError
@@ -119,7 +120,11 @@ def record_runs(record: RunRecord, op: str, offset: int = 0) -> dict[str, list[R
     perf = record.perf[op]
     samples = record.samples[op]
     wanted = ["case_key", "inner", "timing_mode", "kernel_source", "copies"]
-    wanted += [c for c in ("redos", "device_seconds") if c in perf.column_names]
+    wanted += [
+        c
+        for c in ("redos", "device_seconds", "gpu_index", "gpu_uuid", "gpu_name")
+        if c in perf.column_names
+    ]
     info = {row["case_key"]: row for row in perf.select(wanted).to_pylist()}
     out: dict[str, list[RunResult]] = {}
     if samples.num_rows == 0:
@@ -156,20 +161,38 @@ def record_runs(record: RunRecord, op: str, offset: int = 0) -> dict[str, list[R
                     "copies": int(row["copies"] or 1),
                     "redos": int(row.get("redos") or 0) if first else 0,
                     "wall_s": float(row.get("device_seconds") or 0.0) if first else 0.0,
+                    "device_index": row.get("gpu_index"),
+                    "device_uuid": str(row.get("gpu_uuid") or ""),
+                    "device_name": str(row.get("gpu_name") or ""),
                 }
             )
         )
     return out
 
 
+def merged_panel(panels: list[Any]) -> dict[str, Any] | None:
+    """The shards' calibration panels as one: every device's, the first shard's for a
+    device two shards share (collector/panel.py)."""
+    good = [p for p in panels if isinstance(p, dict) and isinstance(p.get("devices"), dict)]
+    if not good:
+        return None
+    out = {k: v for k, v in good[0].items() if k != "devices"}
+    devices: dict[str, Any] = {}
+    for panel in good:
+        if panel.get("version") == good[0].get("version"):
+            for uuid, device in panel["devices"].items():
+                devices.setdefault(str(uuid), device)
+    out["devices"] = devices
+    out["device_seconds"] = round(
+        sum(float(d.get("device_seconds") or 0) for d in devices.values() if isinstance(d, dict)),
+        3,
+    )
+    return out
+
+
 def load_plan(path: Path) -> dict[str, Any]:
     """The unsharded plan as `collectbot collect --plan-only` prints it."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the plan ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    data = jsonfile.read(path)
     if not isinstance(data, dict) or not isinstance(data.get("case_keys"), list):
         raise UserError(f"{path}: field 'case_keys' missing (write it with collect --plan-only)")
     if data.get("shard"):
@@ -215,6 +238,19 @@ def _rank(record: RunRecord) -> tuple[int, int, str]:
     )
 
 
+def _same_image(first: RunRecord, other: RunRecord) -> tuple[str, Any, Any]:
+    """Shards ran the same image: the same content hash when both ran in a container (trusted
+    shards build their own, each with its own id), else the same reference."""
+    hashes = [(r.meta.get("container") or {}).get("image_content_hash") for r in (first, other)]
+    if all(hashes):
+        return ("container.image_content_hash", hashes[0], hashes[1])
+    return (
+        "image.ref",
+        (first.meta.get("image") or {}).get("ref"),
+        (other.meta.get("image") or {}).get("ref"),
+    )
+
+
 def _check_same(first: RunRecord, other: RunRecord) -> None:
     checks: list[tuple[str, Any, Any]] = [
         (name, first.meta.get(name), other.meta.get(name)) for name in SAME_ACROSS_SHARDS
@@ -226,13 +262,7 @@ def _check_same(first: RunRecord, other: RunRecord) -> None:
             (other.meta.get("device") or {}).get("name"),
         )
     )
-    checks.append(
-        (
-            "image.ref",
-            (first.meta.get("image") or {}).get("ref"),
-            (other.meta.get("image") or {}).get("ref"),
-        )
-    )
+    checks.append(_same_image(first, other))
     for name, want, got in checks:
         if want != got:
             raise UserError(
@@ -397,6 +427,7 @@ def merge_shards(
         finished_at=max(ends) if ends else None,
         error="; ".join(errors) or None,
         merged_from={k: v for k, v in report.to_json().items() if k not in ("out", "status")},
+        panel=merged_panel([r.meta.get("panel") for _, r in sorted(chosen.items())]),
     )
     out.mkdir(parents=True, exist_ok=True)
     finalize(out, meta, list(cases.values()), state, status)

@@ -33,7 +33,9 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from collector import jsonfile
 from collector.errors import UserError
+from collector.jsonfile import read_bytes
 
 BUNDLE_JSON = "bundle.json"
 PLAN_JSON = "plan.json"
@@ -83,10 +85,7 @@ def _read_json(path: Path, what: str, limit: int = MAX_FILE) -> Any:
         raise UserError(f"{path}: {what} not found")
     if path.stat().st_size > limit:
         raise UserError(f"{path}: {what} is larger than {limit} bytes")
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: {what} is not valid JSON ({exc})") from None
+    return jsonfile.loads(read_bytes(path, limit=limit), f"{path}: {what}")
 
 
 def _require(cond: bool, message: str) -> None:

@@ -19,6 +19,11 @@ shards of a run to the job that merges them, a result bundle to the publisher), 
 `<root>/stash/<name>/` with the same manifest-last rule and checksums. A name is a few
 path-safe segments (`runs/owner/repo/1234/shard-1`); stashing a name again replaces it (a
 re-run job), and stashes expire by age (`prune_stashes`).
+
+Trust levels (docs/security.md): the store holds trusted data only, written by trusted jobs
+(the baseline workflow). A pull request's jobs get it read-only: their runners' credentials
+or file permissions allow no write, and their configuration says so (`read_only`, from
+COLLECTBOT_STORE_ACCESS=read), so even a misconfigured runner refuses in one line.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
@@ -43,6 +50,17 @@ _SLUG = re.compile(r"[^a-z0-9._+-]+")
 STASH_ROOT = "stash"
 _STASH_PART = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 MAX_STASH_DEPTH = 8
+# `read` in a job's environment: this job may read the store, never write it.
+STORE_ACCESS_ENV = "COLLECTBOT_STORE_ACCESS"
+
+
+def read_only_from_env(environ: dict[str, str] | None = None) -> bool:
+    """Whether the job's configuration says the store is read-only (`read`, or a typo of it:
+    anything but empty or `write` is read-only, so a mistake never grants writes)."""
+    import os
+
+    value = (os.environ if environ is None else environ).get(STORE_ACCESS_ENV, "").strip()
+    return value.lower() not in ("", "write")
 
 
 def slug(text: str) -> str:
@@ -104,6 +122,20 @@ def key_of(meta: dict[str, Any]) -> StoreKey:
     )
 
 
+def record_gpu_uuids(record: Any) -> list[str]:
+    """Every GPU UUID a run record names: its cases' (perf rows), else its device's."""
+    found: set[str] = set()
+    for table in record.perf.values():
+        if "gpu_uuid" in table.column_names:
+            for value in table.column("gpu_uuid").unique().to_pylist():
+                found.update(u for u in str(value or "").split("|") if u)
+    if not found:
+        uuid = (record.meta.get("device") or {}).get("uuid")
+        if uuid:
+            found.add(str(uuid))
+    return sorted(found)
+
+
 @dataclass(frozen=True)
 class Entry:
     key: StoreKey
@@ -117,6 +149,12 @@ class Entry:
     @property
     def status(self) -> str:
         return str(self.manifest.get("status"))
+
+    @property
+    def gpu_uuids(self) -> list[str]:
+        """The GPUs that measured the stored run (entries stored before docs/fleet.md: [])."""
+        uuids = self.manifest.get("gpu_uuids")
+        return [str(u) for u in uuids] if isinstance(uuids, list) else []
 
     @property
     def ref(self) -> str | None:
@@ -134,6 +172,7 @@ class Entry:
             "git_sha": m.get("git_sha"),
             "stored_at": m.get("stored_at"),
             "source": m.get("source"),
+            "gpu_uuids": self.gpu_uuids,
         }
 
 
@@ -144,10 +183,13 @@ def _sha256_bytes(data: bytes) -> str:
 class RunStore:
     """Run records under one root (a directory or an fsspec URL)."""
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, url: str, storage_options: dict[str, Any] | None = None, read_only: bool = False
+    ) -> None:
         import fsspec
 
         self.url = url
+        self.read_only = read_only
         try:
             self.fs, self.root = fsspec.core.url_to_fs(url, **(storage_options or {}))
         except ImportError as exc:
@@ -159,6 +201,25 @@ class RunStore:
             raise UserError(f"store {url!r}: not a usable URL ({exc})") from None
         self.root = self.root.rstrip("/")
         self.local = "file" in _protocols(self.fs)
+
+    def _writable(self, what: str) -> None:
+        """Refuse a write through a read-only configuration (a pull request's job)."""
+        if self.read_only:
+            raise UserError(
+                f"{self.url}: read-only for this job ({STORE_ACCESS_ENV}=read, an untrusted "
+                f"job); {what} is done by trusted jobs only (the baseline workflow)"
+            )
+
+    @contextmanager
+    def _denied_is_one_line(self, what: str) -> Iterator[None]:
+        """The runner's credentials or file permissions refuse a write: one line."""
+        try:
+            yield
+        except PermissionError as exc:
+            raise UserError(
+                f"{self.url}: {what} refused by the store ({exc.strerror or exc}); this job's "
+                "credentials are read-only (a pull request's job), or lack the trusted role"
+            ) from None
 
     def _join(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
@@ -185,6 +246,11 @@ class RunStore:
 
     def put(self, record_dir: Path, ref: str | None = None, keep: int | None = None) -> Entry:
         """Store a run record (validated first); idempotent for a run already stored."""
+        self._writable("storing a run (a baseline)")
+        with self._denied_is_one_line("storing a run"):
+            return self._put(record_dir, ref, keep)
+
+    def _put(self, record_dir: Path, ref: str | None, keep: int | None) -> Entry:
         record = read_record(record_dir)
         key = key_of(record.meta)
         run_sha = sha256_file(record_dir / RUN_JSON)
@@ -217,6 +283,9 @@ class RunStore:
             "stored_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "files": files,
             "size_bytes": size,
+            # Which physical GPUs measured it: a baseline is taken from the same GPUs when
+            # the store has one (bot/compare/store_baseline.py, docs/fleet.md).
+            "gpu_uuids": record_gpu_uuids(record),
         }
         self._write_atomic(f"{entry_path}/{MANIFEST}", json.dumps(manifest, indent=1).encode())
         entry = Entry(key, name, manifest)
@@ -286,6 +355,11 @@ class RunStore:
 
     def stash(self, src: Path, name: str, label: str | None = None) -> Stash:
         """Upload every file under `src` as stash `name` (replacing one of that name)."""
+        self._writable("stashing")
+        with self._denied_is_one_line("stashing"):
+            return self._stash(src, name, label)
+
+    def _stash(self, src: Path, name: str, label: str | None) -> Stash:
         name = check_stash_name(name)
         files = _relative_files(src)
         self._ensure_marker()
@@ -367,6 +441,7 @@ class RunStore:
 
     def drop(self, name: str) -> bool:
         """Delete a stash, manifest first; False when there was none."""
+        self._writable("deleting a stash")
         path = self._stash_path(name)
         if not self.fs.exists(path):
             return False
@@ -377,6 +452,7 @@ class RunStore:
 
     def prune_stashes(self, older_than: timedelta, now: datetime | None = None) -> list[Stash]:
         """Delete stashes stored longer ago than `older_than`."""
+        self._writable("expiring stashes")
         cutoff = (now or datetime.now(UTC)) - older_than
         doomed = []
         for stash in self.stashes():
@@ -391,6 +467,7 @@ class RunStore:
 
     def prune(self, key: StoreKey, keep: int) -> list[Entry]:
         """Keep the newest `keep` entries of a key; delete the rest, manifest first."""
+        self._writable("pruning stored runs")
         if keep < 1:
             raise UserError(f"--keep: must be at least 1, got {keep}")
         entries = self.entries(key)

@@ -3,5 +3,3 @@
 It runs inside the pinned framework image and knows nothing of GitHub. Importing this
 package must not import torch: the bot side reads run records without a GPU stack.
 """
-
-__version__ = "0.1.0"

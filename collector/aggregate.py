@@ -10,7 +10,7 @@ import numpy as np
 # Share of a case's pooled samples cut from each end before averaging: its latency. The
 # samples of memory-sensitive GEMMs sit on two levels a few % apart; a median lands on
 # either or in the gap as the mix shifts, a trimmed mean moves with the mix smoothly
-# (docs/benchmarks.md, "Sessions 8-11" and "Sessions 12-14").
+# (docs/statistics.md).
 LATENCY_TRIM = 0.1
 
 # Scale that makes the median absolute deviation estimate a normal distribution's sigma.
@@ -43,6 +43,11 @@ class RunResult:
     wall_s: float = 0.0
     # The worker process that took it: its name and pid (name@pid).
     worker: str = ""
+    # The device that measured it: index in the collection, UUID (a CPU's stand-in
+    # identity on a CPU) and name; every run of a case has the same (docs/fleet.md).
+    device_index: int | None = None
+    device_uuid: str = ""
+    device_name: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -94,6 +99,20 @@ def summarise(runs: list[RunResult]) -> dict[str, Any]:
         "processes": len({r.worker for r in runs if r.worker}),
         "device_seconds": float(sum(r.wall_s for r in runs)),
         "kernel_source": kernels[0] if len(kernels) == 1 else "|".join(kernels),
+        **measuring_device(runs),
+    }
+
+
+def measuring_device(runs: list[RunResult]) -> dict[str, Any]:
+    """The device that took a case's runs (several joined by '|', which the comparison
+    treats as unknown; none recorded: nulls, as in records before docs/fleet.md)."""
+    uuids = sorted({r.device_uuid for r in runs if r.device_uuid})
+    names = sorted({r.device_name for r in runs if r.device_name})
+    indices = sorted({r.device_index for r in runs if r.device_index is not None})
+    return {
+        "gpu_index": indices[0] if len(indices) == 1 else None,
+        "gpu_uuid": "|".join(uuids) or None,
+        "gpu_name": "|".join(names) or None,
     }
 
 

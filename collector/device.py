@@ -91,8 +91,14 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def fingerprint(device: str) -> dict[str, Any]:
-    """Everything that makes two latencies comparable or not (DESIGN.md section 2)."""
+def cpu_standin_uuid(slot: int) -> str:
+    """A CPU worker's stand-in device identity: the host and the slot, so that several CPU
+    workers act as distinct devices and the fleet logic runs for real on a CPU."""
+    return f"CPU-{platform.node() or 'host'}-{slot}"
+
+
+def fingerprint(device: str, slot: int = 0) -> dict[str, Any]:
+    """Everything that makes two latencies comparable or not (kept in run.json)."""
     import torch
 
     info: dict[str, Any] = {
@@ -104,12 +110,15 @@ def fingerprint(device: str) -> dict[str, Any]:
     }
     if not device.startswith("cuda"):
         info["name"] = f"CPU ({info['cpu']})"
+        info["uuid"] = cpu_standin_uuid(slot)
+        info["index"] = slot
         info["l2_bytes"] = 0
         return info
     index = torch.device(device).index or 0
     props = torch.cuda.get_device_properties(index)
     info.update(
         name=props.name,
+        index=index,
         uuid=str(getattr(props, "uuid", "")),
         sm=f"{props.major}.{props.minor}",
         sm_count=props.multi_processor_count,

@@ -34,10 +34,12 @@ from rich.progress import (
 )
 
 from collector.aggregate import RunResult, trimmed_mean
+from collector.assignment import sticky_slots
 from collector.canary import Canary
 from collector.caseplan import Case, CaseSelector, Plan, build_plan, take_shard
 from collector.errors import RecordWriteError, UserError
 from collector.failures import FailureRecord, group_key, now_iso
+from collector.panel import panel_cases, panel_runs, summarise_panel
 from collector.pool import BackendStartupError, Task, WorkerPool
 from collector.provenance import collector_hash, git_sha, library_versions
 from collector.record import CHECKPOINT, RUN_JSON, Checkpoint, CheckpointState, finalize
@@ -45,6 +47,8 @@ from collector.rules import RuleOutcome, apply_rules, load_rules
 from collector.timing import Protocol
 from collector.worker import WorkerSpec
 
+# Task ids of calibration-panel kernels start with this (a case key never does).
+PANEL_TASK = "panel#"
 # Re-finalize the partial record at most this often, so a killed run still reads as partial.
 PARTIAL_EVERY_S = 30.0
 # Two-sided 95% t quantiles by degrees of freedom, for adaptive stopping on few runs
@@ -83,6 +87,8 @@ class CollectConfig:
     workers: int | None = None
     case_timeout_s: float = 600.0
     backend_options: dict[str, Any] = field(default_factory=dict)
+    # Measure the calibration panel (collector/panel.py) on every device, in the first rounds.
+    panel: bool = True
 
     def base_plan(self) -> Plan:
         """The plan before device rules: case files, filter and shard (limit comes last)."""
@@ -158,6 +164,8 @@ class Collection:
         self.pool: WorkerPool | None = None
         self.ctx: Any = None
         self.startup_failure: BackendStartupError | None = None
+        # Each device slot's fingerprint (one per worker; one for in-process collection).
+        self.device_infos: list[dict[str, Any]] = []
         # Whatever stops the set-up (a bad plan, a full disk, SIGTERM while the workers
         # start) must not leave workers behind: they ignore SIGTERM, and an exiting
         # interpreter would wait for them forever.
@@ -174,6 +182,7 @@ class Collection:
             )
             self.converged: set[str] = set()
             self._update_converged()
+            self.slots = self._assign_devices()
             self.checkpoint = Checkpoint(self.out / CHECKPOINT)
             self.meta = self._meta()
             self._last_partial = 0.0
@@ -204,6 +213,7 @@ class Collection:
             name=f"w{i}",
             canary=self.cfg.canary.to_json() if self.cfg.canary else None,
             backend_options=self.cfg.backend_options,
+            slot=i,
         )
 
     def _start_measuring(self) -> dict[str, Any]:
@@ -215,6 +225,7 @@ class Collection:
                 [self._spec(i, d) for i, d in enumerate(self.devices)], self.cfg.case_timeout_s
             )
             infos = self.pool.wait_ready()  # Collection.__init__ closes the pool on any error
+            self.device_infos = [dict(i) for i in infos]
         except BackendStartupError as exc:
             # The backend cannot run here: every planned case is recorded as failing with
             # that classification, and the run is marked failed (no silent success).
@@ -235,6 +246,7 @@ class Collection:
 
         device = self.devices[0]
         info = fingerprint(device)
+        self.device_infos = [dict(info)]
         try:
             backend = get_backend(self.cfg.backend, **self.cfg.backend_options)
         except ImportError as exc:
@@ -252,6 +264,9 @@ class Collection:
             l2_bytes=int(info.get("l2_bytes") or 0),
             clocks=ClockReader(device),
             canary=self.cfg.canary,
+            device_index=0,
+            device_uuid=str(info.get("uuid") or ""),
+            device_name=str(info.get("name") or ""),
         )
         info["framework_version"] = backend.framework_version()
         return info
@@ -303,6 +318,40 @@ class Collection:
             "finished_at": None,
             "error": None,
         }
+
+    def _slot_uuids(self) -> list[str]:
+        n = max(1, len(self.device_infos))
+        return [
+            str((self.device_infos[i] if i < len(self.device_infos) else {}).get("uuid") or "")
+            for i in range(n)
+        ]
+
+    def _assign_devices(self) -> dict[str, int]:
+        """Each case's device slot for the whole collection (collector/assignment.py); a
+        resumed case stays on the device that took its earlier runs."""
+        measured_on = {
+            key: runs[0].device_uuid
+            for key, runs in self.state.runs.items()
+            if runs and runs[0].device_uuid
+        }
+        return sticky_slots([c.key for c in self.plan.cases], self._slot_uuids(), measured_on)
+
+    def _assignment_meta(self) -> dict[str, Any]:
+        counts: dict[int, int] = {}
+        for slot in self.slots.values():
+            counts[slot] = counts.get(slot, 0) + 1
+        devices = []
+        for i, slot_uuid in enumerate(self._slot_uuids()):
+            info = self.device_infos[i] if i < len(self.device_infos) else {}
+            devices.append(
+                {
+                    "index": i,
+                    "uuid": slot_uuid or None,
+                    "name": info.get("name"),
+                    "cases": counts.get(i, 0),
+                }
+            )
+        return {"rule": "hash-rank", "devices": devices}
 
     def _record_startup_failure(self, exc: BackendStartupError) -> None:
         detail = exc.detail
@@ -375,7 +424,16 @@ class Collection:
                 self.converged.add(key)
 
     # --- measuring ----------------------------------------------------------------------
-    def record(self, outcome: RunResult | FailureRecord) -> None:
+    def record(self, outcome: RunResult | FailureRecord, panel: bool = False) -> None:
+        if panel:
+            # A panel kernel's run; a panel failure only leaves the panel short (not a case).
+            if isinstance(outcome, RunResult):
+                self.state.panel.append(outcome)
+                self.checkpoint.append("panel", outcome.to_json())
+            else:
+                self.state.panel_failures += 1
+                self.checkpoint.append("panel_failure", outcome.to_json())
+            return
         if isinstance(outcome, RunResult):
             self.state.runs.setdefault(outcome.case_key, []).append(outcome)
             self.checkpoint.append("run", outcome.to_json())
@@ -389,7 +447,8 @@ class Collection:
         if self.startup_failure is not None:
             return
         cases = self.pending(run)
-        if not cases:
+        panel = self.panel_pending(run)
+        if not cases and not panel:
             return
         if (
             run > 0
@@ -409,10 +468,29 @@ class Collection:
         if self.pool is None:
             from collector.measure import measure_case
 
+            for _, case in panel:
+                self.record(measure_case(self.ctx.panel_context(), case, run), panel=True)
             for case in cases:
                 on_outcome(measure_case(self.ctx, case, run))
         else:
+            # The round's panel kernels first on every device, then its cases, each case on
+            # its own device.
             tasks = [
+                Task(
+                    task_id=f"{PANEL_TASK}{case.key}#run{run}#slot{slot}",
+                    case_key=case.key,
+                    op=case.op,
+                    values=list(case.values),
+                    params=case.params,
+                    dtype=case.dtype,
+                    run=run,
+                    clock_reference_mhz=self.panel_clock_reference(slot, case.key),
+                    slot=slot,
+                    panel=True,
+                )
+                for slot, case in panel
+            ]
+            tasks += [
                 Task(
                     task_id=f"{c.key}#run{run}",
                     case_key=c.key,
@@ -422,12 +500,20 @@ class Collection:
                     dtype=c.dtype,
                     run=run,
                     clock_reference_mhz=self.clock_reference(c.key),
+                    slot=self.slots.get(c.key, 0),
                 )
                 for c in cases
             ]
 
             def on_message(msg: dict[str, Any]) -> None:
-                if "run" in msg:
+                if str(msg.get("task_id", "")).startswith(PANEL_TASK):
+                    outcome = (
+                        RunResult.from_json(msg["run"])
+                        if "run" in msg
+                        else FailureRecord.from_json(msg["failure"])
+                    )
+                    self.record(outcome, panel=True)
+                elif "run" in msg:
                     on_outcome(RunResult.from_json(msg["run"]))
                 else:
                     on_outcome(FailureRecord.from_json(msg["failure"]))
@@ -438,8 +524,43 @@ class Collection:
             if progress is not None and task is not None:
                 progress.update(task, completed=self.done_tasks())
 
+    def panel_pending(self, run: int) -> list[tuple[int, Case]]:
+        """(slot, kernel) pairs of the calibration panel that round `run` still owes."""
+        if not self.cfg.panel or run >= panel_runs(self.cfg.protocol.runs):
+            return []
+        uuids = self._slot_uuids()
+        done = {(r.device_uuid, r.case_key) for r in self.state.panel if r.run == run}
+        kernels = panel_cases(self.cfg.device)
+        return [
+            (slot, case)
+            for slot, uuid in enumerate(uuids)
+            for case in kernels
+            if (uuid, case.key) not in done
+        ]
+
+    def panel_clock_reference(self, slot: int, key: str) -> float | None:
+        """The fastest SM clock of a panel kernel's earlier runs on this slot's device."""
+        uuids = self._slot_uuids()
+        uuid = uuids[slot] if slot < len(uuids) else ""
+        clocks = [
+            c
+            for r in self.state.panel
+            if r.case_key == key and r.device_uuid == uuid
+            for c in r.clock_mhz
+            if c is not None
+        ]
+        return max(clocks, default=None)
+
+    def _panel_meta(self) -> None:
+        self.meta["assignment"] = self._assignment_meta()
+        panel = summarise_panel(self.state.panel, panel_runs(self.cfg.protocol.runs))
+        if panel is not None:
+            panel["failures"] = self.state.panel_failures
+        self.meta["panel"] = panel
+
     def _write_partial(self, force: bool = False) -> None:
         if force or time.monotonic() - self._last_partial > PARTIAL_EVERY_S:
+            self._panel_meta()
             finalize(self.out, self.meta, list(self.plan.cases), self.state, "partial")
             self._last_partial = time.monotonic()
 
@@ -466,6 +587,7 @@ class Collection:
         if self.startup_failure is not None:
             status = "failed"
         self.meta["finished_at"] = _now()
+        self._panel_meta()
         self.meta["converged_early"] = len(self.converged)
         return finalize(self.out, self.meta, list(self.plan.cases), self.state, status)
 

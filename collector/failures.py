@@ -1,6 +1,6 @@
 """Failure records: classify what went wrong and give each failure a stable group key.
 
-Doctrine (DESIGN.md section 5): observe failures, never predict or hide them. A failure is
+Doctrine: observe failures, never predict or hide them. A failure is
 classified from the exception or the way the worker ended, not from the case's parameters.
 """
 
@@ -125,8 +125,8 @@ def group_key(
     dtype: str,
     signal: str | None = None,
 ) -> str:
-    """Group identity (DESIGN.md section 3): what failed and how (op, class, exception type
-    or signal, normalised message, dtype family), never where or when it ran."""
+    """Group identity: what failed and how (op, class, exception type or signal, normalised
+    message, dtype family), never where or when it ran."""
     parts = (op, classification, exception_type, signal or "", normalise_message(message), dtype)
     digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:12]
     return f"{op}/{classification}/{exception_type}/{dtype}/{digest}"

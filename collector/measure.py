@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collector.aggregate import RunResult
@@ -30,10 +30,27 @@ class MeasureContext:
     clocks: ClockReader
     canary: Canary | None = None
     worker: str = "main"
+    # The measuring device's identity, written into every run (docs/fleet.md).
+    device_index: int | None = None
+    device_uuid: str = ""
+    device_name: str = ""
     # The fastest SM clock measured for each case in this process: the reference of the
     # clock floor (timing.Protocol.clock_floor), per case because heavy kernels sustain
     # lower clocks than light ones.
     case_clocks: dict[str, float] = field(default_factory=dict)
+
+    # The context panel kernels are measured in (collector/panel.py), made on first use.
+    _panel: MeasureContext | None = field(default=None, repr=False)
+
+    def panel_context(self) -> MeasureContext:
+        """This device and protocol with the bot's torch backend and no canary: the panel
+        measures the GPU, never the code under test or a deliberate slowdown."""
+        if self._panel is None:
+            from collector.backends.torch_backend import TorchBackend
+
+            backend = self.backend if isinstance(self.backend, TorchBackend) else TorchBackend()
+            self._panel = replace(self, backend=backend, canary=None, _panel=None)
+        return self._panel
 
     def adopt_clock_reference(self, key: str, mhz: float | None) -> None:
         """Take the fastest clock of a case's runs in earlier processes as its reference."""
@@ -120,6 +137,9 @@ def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | Failu
             wall_s=time.perf_counter() - start,
             # Names repeat across a resume; the pid tells the processes apart.
             worker=f"{ctx.worker}@{os.getpid()}",
+            device_index=ctx.device_index,
+            device_uuid=ctx.device_uuid,
+            device_name=ctx.device_name,
         )
     except Exception as exc:
         return record_from_exception(

@@ -1,4 +1,4 @@
-"""Datasheet peaks for % of roofline (DESIGN.md section 6), by device name.
+"""Datasheet peaks for % of roofline, by device name.
 
 Dense tensor-core FLOP/s per compute dtype, HBM bytes/s, and the maximum SM clock at which
 the FLOP/s peak is quoted (to scale the peak to the clock a run actually measured).

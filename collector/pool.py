@@ -58,6 +58,11 @@ class Task:
     # The fastest SM clock measured in this case's earlier runs: the clock floor's reference
     # for a worker that has not run the case before (a fresh round's process, a replacement).
     clock_reference_mhz: float | None = None
+    # The device slot that must take it (None: any): a case's runs stay on one device.
+    slot: int | None = None
+    # A calibration-panel kernel (collector/panel.py): measured with the bot's torch
+    # backend and never slowed by a canary.
+    panel: bool = False
 
     def message(self) -> dict[str, Any]:
         return {
@@ -66,6 +71,7 @@ class Task:
             "values": self.values,
             "run": self.run,
             "clock_reference_mhz": self.clock_reference_mhz,
+            "panel": self.panel,
         }
 
 
@@ -173,8 +179,8 @@ class WorkerPool:
         """Replace every idle worker by a fresh process and wait until all are ready.
 
         Between rounds: a process keeps one draw of the memory-system state that short
-        kernels' speed follows, so the runs of a case taken in one process share it (probe
-        12, docs/benchmarks.md); fresh processes make each round's runs independent draws.
+        kernels' speed follows, so the runs of a case taken in one process share it
+        (docs/statistics.md); fresh processes make each round's runs independent draws.
         """
         old = self.workers
         for w in old:
@@ -242,12 +248,28 @@ class WorkerPool:
         return {"type": "result", "task_id": task.task_id, "failure": record.to_json()}
 
     def execute(self, tasks: Iterable[Task], on_outcome: Callable[[dict[str, Any]], None]) -> None:
-        """Run every task once; each produces exactly one `on_outcome` call."""
-        pending = deque(tasks)
-        while pending or any(w.task is not None for w in self.workers):
+        """Run every task once; each produces exactly one `on_outcome` call.
+
+        A task with a slot goes only to that slot's worker (or its replacement after a
+        crash: same slot, same device); a task without one to any idle worker."""
+        queues: dict[int | None, deque[Task]] = {}
+        for t in tasks:
+            slot = t.slot if t.slot is not None and 0 <= t.slot < len(self.workers) else None
+            if slot is None and t.slot is not None:
+                raise ValueError(f"task {t.task_id}: no device slot {t.slot}")
+            queues.setdefault(slot, deque()).append(t)
+
+        def pending_for(slot: int) -> deque[Task] | None:
+            for q in (queues.get(slot), queues.get(None)):
+                if q:
+                    return q
+            return None
+
+        while any(queues.values()) or any(w.task is not None for w in self.workers):
             for w in self.workers:
                 idle = w.ready and not w.retiring and w.task is None
-                if idle and pending and w.process.is_alive():
+                pending = pending_for(w.slot) if idle else None
+                if pending and w.process.is_alive():
                     task = pending.popleft()
                     try:
                         w.conn.send(task.message())

@@ -10,14 +10,10 @@ why. Nothing else of the record is touched. Column-wise, so a large record stays
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-if TYPE_CHECKING:
-    from collector.record import Anomaly
 
 EXCLUDED_CASE = "excluded_case"
 
@@ -51,21 +47,22 @@ def bad_sample_cases(samples: pa.Table) -> dict[str, list[str]]:
 
 
 def exclude_bad_sample_cases(
-    perf: pa.Table, samples: pa.Table, file: str, anomalies: list[Anomaly]
-) -> tuple[pa.Table, pa.Table]:
-    """Drop every case whose samples break the standard from both tables; report each."""
-    from collector.record import Anomaly  # the reader's own type (record.py imports this)
-
+    perf: pa.Table, samples: pa.Table
+) -> tuple[pa.Table, pa.Table, list[str]]:
+    """Drop every case whose samples break the standard from both tables; one line each
+    (the case and what is wrong) for the reader's `EXCLUDED_CASE` anomalies."""
     problems = bad_sample_cases(samples)
     if not problems:
-        return perf, samples
-    for key in sorted(problems):
-        detail = f"{key}: {', '.join(problems[key][:4])} samples; the case is excluded"
-        anomalies.append(Anomaly(EXCLUDED_CASE, file, detail[:500]))
+        return perf, samples, []
+    details = [
+        f"{key}: {', '.join(problems[key][:4])} samples; the case is excluded"[:500]
+        for key in sorted(problems)
+    ]
     bad = pa.array(sorted(problems), type=pa.string())
     keep_samples = pc.invert(pc.is_in(samples.column("case_key"), value_set=bad))
     keep_perf = pc.invert(pc.is_in(perf.column("case_key"), value_set=bad))
-    return perf.filter(pc.fill_null(keep_perf, True)), samples.filter(keep_samples)
+    kept = perf.filter(pc.fill_null(keep_perf, True)), samples.filter(keep_samples)
+    return (*kept, details)
 
 
 # The hand-made campaign's rule: a sample more than 15% from its case's median (pooled over

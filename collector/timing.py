@@ -2,7 +2,7 @@
 
 On CUDA a sample is one replay of a CUDA graph holding `inner` calls over rotated buffers,
 timed by one event pair, followed by idle time as long as the sample (it keeps the SM clock
-up: DESIGN.md section 6). A short spin kernel is queued before the start event, so the graph
+up: docs/statistics.md). A short spin kernel is queued before the start event, so the graph
 is already submitted when the GPU reaches it: without it the host's launch latency lands
 inside the sample, and as `inner` differs between runs, so does that share (a few % of a
 5-20 us kernel on the H200). On a CPU a sample is `inner` calls timed by a monotonic clock.
@@ -24,94 +24,159 @@ from typing import Protocol as Protocol_
 
 from collector.backends.base import Prepared
 from collector.device import ClockReader, ClockReading
+from collector.settings import setting
 
 T = TypeVar("T")
 PLACEMENT_ORDERS = ("upfront", "between")
 FRESH_WORKERS = ("gpu", "always", "never")
+CPU_CLOCKS = ("process", "wall")
 
 
 @dataclass(frozen=True)
 class Protocol:
-    # The most runs a case takes. With adaptive stopping (below) most cases stop at 3-5;
-    # the cap serves the noisiest few (run sd near 2%: ten runs left them 0.9% apart in
-    # A/A). Without it every case takes them all (the fixed protocol measured for cost
-    # took 10: on the H200 the A/A spread of short kernels kept shrinking up to the nine a
-    # session could afford, p99 3.1% at 6 runs, 2.2% at 8, 2.0% at 9; docs/benchmarks.md).
-    runs: int = 16
-    samples: int = 8
-    warmup: int = 3
-    # Calls per sample are chosen so that a sample lasts about this long (rounded up to a
-    # power of two, so that runs and collections of one case mostly get the same count).
-    target_sample_ms: float = 1.0
-    max_inner: int = 256
-    # CUDA: spin this long before each timed region so that launches are queued before the
-    # clock starts (0 disables it, the protocol before 2026-11-30).
-    launch_block_us: float = 100.0
-    # CUDA: the SM clock is measured on the GPU right after every sample (a spin of
-    # `clock_probe_us` that runs a known cycle count) and kept with the sample: NVML's
-    # readings refresh every few tens of ms and read 1980 MHz through 10-15% slowdowns of a
-    # 3.5 ms prefill (docs/benchmarks.md, session 5 and probe 7). A sample whose clock read
-    # below `clock_floor` times the fastest clock measured for its case (in earlier runs in
-    # this process and earlier samples of this run) counts as throttled and is retaken.
-    # Power-capped kernels' run-to-run spread fell from 0.7-4.8% to 0.06% (probe 9). The
-    # reference is per case: heavy GEMMs sustain ~5% less clock than light kernels, so a
-    # process-wide reference flagged every one of their samples (probes 7 and 9).
-    clock_probe_us: float = 50.0
-    clock_floor: float = 0.95
-    # Idle time after each sample, as a multiple of the sample's duration.
-    idle_ratio: float = 1.0
-    use_graphs: bool = True
-    # A throttled sample is retaken after `retake_cooldown_s` (50 ms restored the clock of
-    # every power-capped case in probe 9), at most `max_retakes` times per run. A run with
-    # half or more of its samples still throttled after that, whose median is therefore a
-    # throttled sample, is redone after `cooldown_s`, up to `max_redos` times.
-    max_retakes: int = 8
-    retake_cooldown_s: float = 0.05
-    max_redos: int = 2
-    cooldown_s: float = 2.0
-    # Independent buffer sets per run for kernels whose pilot is under `placement_max_us`;
-    # samples visit them in blocks (one set per sample when `placements` == `samples`).
-    # Each set is allocated behind a random spacer of up to `spacer_max_mib` MiB, so that
-    # runs in one process do not reuse one memory layout.
-    placements: int = 8
-    placement_max_us: float = 50.0
-    spacer_max_mib: int = 256
-    # "between": each set is built when sampling first reaches it, so each is timed under
-    # its own draw of the memory-system state that building a set moves (probe 11: run sd
-    # of five tail GEMMs 1.3% against 2.3% up front); "upfront": all before the first
-    # sample, so a run measures one draw (the order of sessions 1-6).
-    placement_order: str = "between"
-    # Each round (run r of every case in play) after the first in fresh worker processes:
-    # a process keeps one draw of the memory-system state, which the runs it takes share,
-    # so the runs of one process agree more closely than two collections do (probe 12:
-    # between-process sd of a case's pooled median 0.5-1.2% for memory-sensitive GEMMs,
-    # against 0.3-0.9% predicted from the spread of their runs). Fresh workers make a
-    # case's runs independent draws of it, which adaptive stopping then sees. Only with a
-    # worker pool; in-process collection (`workers=0`) keeps its one process. "gpu": on
-    # CUDA devices only (a CPU worker's start costs seconds and buys nothing measured);
-    # "always" (the CPU tests of the mechanism); "never".
-    fresh_workers: str = "gpu"
-    # Adaptive stopping: after `min_runs`, a case leaves play once the relative half-width
-    # of its 95% interval (over per-run trimmed means, the estimate's own unit) is at most
-    # `target_ci`; a case still wider goes on up to `runs` runs (the noisiest few). 0
-    # turns it off and every case takes `runs` runs. The target and the cap (0.01 and 10
-    # before) were set after live A/A sessions 10-12 on the H200 (docs/benchmarks.md):
-    # their tail cases were sides that stopped at 3-4 runs on a lucky spread while the
-    # other side needed 9-10, and cases at the 10-run cap with a run sd near 2%. Live A/As
-    # with these defaults (sessions 13-14): no case of 321 flagged, p99 1.05% and 1.11%, at
-    # 0.37-0.47 of the fixed 10-run protocol's device time. Before placements, 3-run
-    # intervals were too narrow (2.2% of A/A cases flagged, session 3).
-    min_runs: int = 3
-    target_ci: float = 0.008
-    # With adaptive stopping, a run may also stop sampling after this many samples once its
-    # median is known to better than half the target (0: always take `samples`).
-    min_samples: int = 4
-    # CPU path: "process" times CPU time of this process (robust to other processes on a
-    # shared machine), "wall" times elapsed time. Both clocks are monotonic.
-    cpu_clock: str = "process"
-    # Intra-op threads on the CPU path (0: torch's default). One thread keeps CPU timings
-    # reproducible on small, shared machines.
-    cpu_threads: int = 1
+    """How each case is timed. Each field's help says what it does; docs/statistics.md says
+    why it has its value, CHANGELOG.md what it was before."""
+
+    # The cap: with adaptive stopping most cases stop at 3-5 runs, the noisiest take more.
+    runs: int = setting(
+        16,
+        min=1,
+        unit="runs",
+        help="Runs per case, the unit of the statistics (the cap when adaptive).",
+    )
+    samples: int = setting(8, min=1, unit="samples", help="Timed samples per run.")
+    warmup: int = setting(3, min=0, unit="calls", help="Warm-up calls before timing.")
+    # Rounded up to a power of two, so that runs of one case mostly get the same count.
+    target_sample_ms: float = setting(
+        1.0,
+        min=0.001,
+        unit="ms",
+        help="Calls per sample are chosen so a sample lasts this long.",
+    )
+    max_inner: int = setting(256, min=1, unit="calls", help="Most calls in one sample.")
+    # Keeps the host's launch latency, whose share varies with the calls per sample, out.
+    launch_block_us: float = setting(
+        100.0,
+        min=0.0,
+        unit="us",
+        help="CUDA: spin this long before each timed region so that launches are queued (0: off).",
+    )
+    # NVML's clock is too stale to judge one sample, so the clock is measured on the GPU; the
+    # floor is per case because heavy GEMMs sustain about 5% less clock than light kernels.
+    clock_probe_us: float = setting(
+        50.0,
+        min=0.0,
+        unit="us",
+        help="CUDA: length of the spin after each sample that measures the SM clock (0: off).",
+    )
+    clock_floor: float = setting(
+        0.95,
+        min=0.0,
+        max=1.0,
+        unit="fraction",
+        help="Retake a sample whose SM clock, measured on the GPU right after it, fell "
+        "below this fraction of the fastest measured for its case (0: NVML's throttle "
+        "reasons alone decide).",
+    )
+    # Keeps the SM clock up between samples.
+    idle_ratio: float = setting(
+        1.0,
+        min=0.0,
+        unit="x sample",
+        help="Idle time after each sample, as a multiple of its duration.",
+    )
+    use_graphs: bool = setting(True, cli="graphs", help="Time CUDA ops inside CUDA graphs.")
+    # Throttled samples are retaken; a run is redone only when its median would still be a
+    # throttled sample (half or more of its samples throttled after the retakes).
+    max_retakes: int = setting(
+        8,
+        min=0,
+        unit="samples",
+        help="Retake at most this many throttled samples per run (after a cool-down).",
+    )
+    retake_cooldown_s: float = setting(
+        0.05, min=0.0, unit="s", help="Cool-down before a throttled sample is retaken."
+    )
+    max_redos: int = setting(
+        2,
+        min=0,
+        unit="runs",
+        help="Redo a run this many times at most when half or more of its samples "
+        "stayed throttled after retakes (its median would be a throttled sample).",
+    )
+    cooldown_s: float = setting(
+        2.0, min=0.0, unit="s", help="Cool-down before a throttled run is redone."
+    )
+    # Short kernels' speed follows where their buffers land: several sets per run, each
+    # behind a random spacer, so that runs in one process do not reuse one layout.
+    placements: int = setting(
+        8,
+        min=1,
+        unit="buffer sets",
+        help="Buffer sets per run for kernels under --placement-max-us, samples visiting "
+        "them in blocks (their speed follows a memory-system state: docs/statistics.md).",
+    )
+    placement_max_us: float = setting(
+        50.0,
+        min=0.0,
+        unit="us",
+        help="Kernels whose pilot call is shorter than this get --placements buffer sets.",
+    )
+    spacer_max_mib: int = setting(
+        256,
+        min=0,
+        unit="MiB",
+        help="Each buffer set is allocated behind a random spacer of up to this size.",
+    )
+    # Building a set moves a memory-system state for every set: built between samples,
+    # each set is timed under its own draw of it; built up front, a run measures one.
+    placement_order: str = setting(
+        "between",
+        choices=PLACEMENT_ORDERS,
+        help="Build each buffer set when sampling reaches it ('between': one draw of "
+        "the memory state per set) or all before the first sample ('upfront').",
+    )
+    # A process keeps one memory-system state its runs share; fresh processes make a case's
+    # runs independent. Only with a worker pool ("always" serves the CPU tests).
+    fresh_workers: str = setting(
+        "gpu",
+        choices=FRESH_WORKERS,
+        help="Take each round after the first in fresh worker processes ('gpu': on CUDA "
+        "devices only), so that a case's runs do not share one process's memory state.",
+    )
+    # Adaptive stopping: the half-width is over per-run trimmed means, the estimate's own
+    # unit; a case still wider than the target goes on up to `runs`.
+    min_runs: int = setting(
+        3,
+        min=2,
+        unit="runs",
+        help="Adaptive stopping: runs every case gets first (why 3: docs/statistics.md).",
+    )
+    target_ci: float = setting(
+        0.008,
+        min=0.0,
+        unit="fraction",
+        help="Adaptive stopping: a case stops once its 95% half-width is at most this "
+        "(0.008 = 0.8%); 0 turns it off (every case takes --runs runs).",
+    )
+    # "Precise enough": the run median known to better than half of `target_ci`.
+    min_samples: int = setting(
+        4,
+        min=0,
+        unit="samples",
+        help="Adaptive stopping: a run may stop after this many samples once its median is "
+        "precise enough (0: always take --samples).",
+    )
+    # Process CPU time is robust to other processes on a shared machine; both are monotonic.
+    cpu_clock: str = setting(
+        "process",
+        choices=CPU_CLOCKS,
+        help="CPU: time the process's CPU time ('process') or elapsed time ('wall').",
+    )
+    # One thread keeps CPU timings reproducible on small, shared machines.
+    cpu_threads: int = setting(
+        1, min=0, unit="threads", help="CPU: torch's intra-op threads (0: torch's default)."
+    )
 
     def __post_init__(self) -> None:
         if self.placement_order not in PLACEMENT_ORDERS:
@@ -120,6 +185,8 @@ class Protocol:
             )
         if self.fresh_workers not in FRESH_WORKERS:
             raise ValueError(f"fresh_workers {self.fresh_workers!r} is not one of {FRESH_WORKERS}")
+        if self.cpu_clock not in CPU_CLOCKS:
+            raise ValueError(f"cpu_clock {self.cpu_clock!r} is not one of {CPU_CLOCKS}")
 
     def fresh_workers_on(self, device: str) -> bool:
         """Whether rounds after the first take fresh worker processes on this device."""
@@ -252,10 +319,8 @@ class LazySets(Generic[T]):
 
     Building a set (allocating behind a spacer, capturing its graph) moves a state of the
     GPU's memory system that sets the speed of small GEMMs for every set, graphs captured
-    earlier included (probe 10: graphs replayed across runs kept one level until another
-    run allocated, then moved to another). Built up front, the sets of a run share the
-    last state, so a run measures one draw of it; built between samples (the default), each
-    set is timed under its own (probe 11 and session 8, docs/benchmarks.md).
+    earlier included. Built up front, the sets of a run share the last state, so a run
+    measures one draw of it; built between samples, each set is timed under its own.
     """
 
     def __init__(self, first: T, count: int, build: Callable[[], T], upfront: bool) -> None:
@@ -412,7 +477,7 @@ def measure_cuda(
     # kernels is inside it). Without it (`clock_probe_us` 0), the launch spin is timed
     # instead, behind a lead spin that keeps the GPU busy while the host queues it. The
     # probe after the sample is the one kept: the one before follows the host's idle time,
-    # when clocks ramp, and flagged twice as many samples of light kernels (probe 9).
+    # when clocks ramp, and flagged twice as many samples of light kernels.
     tail_cycles = int(protocol.clock_probe_us * 1e-6 * hz)
     lead_cycles = int(50e-6 * hz) if block_cycles > 0 and tail_cycles == 0 else 0
     before = torch.cuda.Event(enable_timing=True)

@@ -7,7 +7,7 @@ The pin comes from, in order: an explicit override (`collectbot collect
 `$COLLECTBOT_MANIFEST`). Manifest and image pins are read and validated by
 `collector/pins.py`, and versions match by its rule: exactly, or with the pinned CUDA
 variant as the local label (`0.24.0` or `0.24.0+cu130`). A mismatch is a one-line error
-raised before anything is collected (DESIGN.md section 5).
+raised before anything is collected.
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ class WorkerSpec:
     name: str
     canary: dict[str, Any] | None = None
     backend_options: dict[str, Any] = field(default_factory=dict)
+    # The device slot: tasks routed to it go to this worker and its replacements only.
+    slot: int = 0
 
 
 def _device_index(device: str) -> int:
@@ -65,10 +67,12 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         if task is None:
             return
         case = Case(op=task["op"], values=tuple((k, v) for k, v in task["values"]))
-        ctx.adopt_clock_reference(case.key, task.get("clock_reference_mhz"))
-        outcome = measure_case(ctx, case, int(task["run"]))
+        where = ctx.panel_context() if task.get("panel") else ctx
+        where.adopt_clock_reference(case.key, task.get("clock_reference_mhz"))
+        outcome = measure_case(where, case, int(task["run"]))
         if isinstance(outcome, RunResult):
-            conn.send({"type": "result", "task_id": task["task_id"], "run": outcome.to_json()})
+            message = {"type": "result", "task_id": task["task_id"], "run": outcome.to_json()}
+            conn.send({**message, "panel": True} if task.get("panel") else message)
             continue
         outcome.task_id = task["task_id"]
         conn.send({"type": "result", "task_id": task["task_id"], "failure": outcome.to_json()})
@@ -87,7 +91,7 @@ def _start(spec: WorkerSpec) -> tuple[Any, dict[str, Any]]:
         import torch
 
         torch.cuda.set_device(_device_index(spec.device))
-    info = fingerprint(spec.device)
+    info = fingerprint(spec.device, spec.slot)
     backend = get_backend(spec.backend, **spec.backend_options)
     ctx = MeasureContext(
         backend=backend,
@@ -97,6 +101,9 @@ def _start(spec: WorkerSpec) -> tuple[Any, dict[str, Any]]:
         clocks=ClockReader(spec.device, _device_index(spec.device)),
         canary=Canary.from_json(spec.canary),
         worker=spec.name,
+        device_index=spec.slot,
+        device_uuid=str(info.get("uuid") or ""),
+        device_name=str(info.get("name") or ""),
     )
     info["framework_version"] = backend.framework_version()
     return ctx, info

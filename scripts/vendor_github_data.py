@@ -48,6 +48,8 @@ OPERATIONS = [
     ("patch", "/repos/{owner}/{repo}/check-runs/{check_run_id}"),
     ("get", "/repos/{owner}/{repo}/commits/{ref}/check-runs"),
     ("get", "/repos/{owner}/{repo}/commits/{commit_sha}/pulls"),
+    ("get", "/repos/{owner}/{repo}/pulls"),
+    ("get", "/repos/{owner}/{repo}/issues/{issue_number}/events"),
     ("get", "/repos/{owner}/{repo}/installation"),
     ("post", "/app/installations/{installation_id}/access_tokens"),
 ]

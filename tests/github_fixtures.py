@@ -19,11 +19,43 @@ MAINTAINER_TOKEN = "ghp_maintainer"
 HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"  # the head in the recorded payloads
 BASE = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
 PR = 2
+# When GitHub created the workflow run in the workflow_run payloads the tests build: just
+# after the local server's clock (12:00:00, a second per write) recorded the labels.
+RUN_CREATED = "2026-11-30T12:01:00Z"
 
 
 def payload(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((DATA / "webhooks" / f"{name}.json").read_text())
     return copy.deepcopy(data)
+
+
+def finished_run(
+    head: str = HEAD,
+    run_id: int = 4242,
+    *,
+    actor: str = "Codertocat",
+    head_repo: str = REPO,
+    head_branch: str = "feature",
+    pull_requests: list[int] | None = None,
+    event: str = "pull_request",
+) -> dict[str, Any]:
+    """A recorded `workflow_run.completed` payload for a run of `head` from `head_repo`'s
+    `head_branch`, started by `actor`'s event and created at RUN_CREATED."""
+    data = payload("workflow_run.completed")
+    data["repository"]["full_name"] = REPO
+    run = data["workflow_run"]
+    run.update(
+        head_sha=head,
+        id=run_id,
+        event=event,
+        head_branch=head_branch,
+        created_at=RUN_CREATED,
+        pull_requests=[{"number": n} for n in pull_requests or []],
+        html_url=f"https://github.com/{REPO}/actions/runs/{run_id}",
+    )
+    run["actor"] = {"login": actor, "type": "User"}
+    run["head_repository"]["full_name"] = head_repo
+    return data
 
 
 @pytest.fixture
@@ -38,7 +70,11 @@ def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHubServer]:
             "outsider": ("read", "read"),
         }
     )
-    server.add_pull(PullState(number=PR, head_sha=HEAD, base_sha=BASE, head_repo=REPO, labels=[]))
+    server.add_pull(
+        PullState(
+            number=PR, head_sha=HEAD, base_sha=BASE, head_repo=REPO, head_ref="feature", labels=[]
+        )
+    )
     with server.running():
         monkeypatch.setenv("GITHUB_API_URL", server.url)
         monkeypatch.setenv("GITHUB_TOKEN", BOT_TOKEN)

@@ -31,6 +31,16 @@ FRAGMENTS = [
     "@github/security",
     "#1",
     "owner/repo#42",
+    "GH-1",
+    "gh-77",
+    "https://github.com/octo/repo/issues/1",
+    "https://github.com/octo/repo/pull/2#issuecomment-3",
+    "HTTP://EVIL.example/x",
+    "www.example.com",
+    "WWW.Example.org/path",
+    "mailto:a@b.example",
+    "xmpp:bot@chat.example",
+    "ftp://files.example",
     "<!--",
     "-->",
     '<!-- collectbot {"backend": "torch", "gpu": "X"} -->',
@@ -279,6 +289,8 @@ FAILURE_KEYS = [
 # What no sanitised output may contain.
 MENTION = re.compile(r"@[A-Za-z0-9_-]")
 ISSUE = re.compile(r"#\d")
+# What GitHub autolinks (URLs, `www.`, GH-N references, mail and chat addresses).
+AUTOLINK = re.compile(r"(?i)://|www\.|gh-\d|(?:mailto|xmpp):(?!\u200b)")
 INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
@@ -297,6 +309,8 @@ def assert_safe_comment(body: str) -> None:
     assert body.startswith(MARKER_PREFIX) and Marker.parse(body) is not None
     assert not MENTION.search(body), MENTION.search(body)
     assert not ISSUE.search(body), ISSUE.search(body)
+    # (The marker line is an HTML comment: nothing in it is rendered, so nothing links.)
+    assert not AUTOLINK.search(body.partition("\n")[2]), AUTOLINK.search(body.partition("\n")[2])
     assert not INVISIBLE.search(body.replace("\n", "").replace("\t", ""))
     prose = re.sub(r"(?ms)^(`{3,})[^\n]*\n.*?^\1\s*$", "", body)
     prose = re.sub(r"(`+)(?:(?!\1).)+?\1", "", prose)

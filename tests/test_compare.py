@@ -124,7 +124,7 @@ def test_missing_rows_and_partial_runs_are_red_coverage(
     assert result["latency"]["summary"]["removed"] == 5
 
 
-def test_runs_from_two_gpus_of_one_model_carry_a_warning_sized_from_the_h200s(
+def test_runs_from_two_gpus_without_panels_are_never_judged_and_say_so(
     tmp_path: Path, rng: np.random.Generator
 ) -> None:
     def record(name: str, uuid: str) -> Path:
@@ -142,6 +142,14 @@ def test_runs_from_two_gpus_of_one_model_carry_a_warning_sized_from_the_h200s(
     other = compare_records(
         read_record(record("c", "GPU-1")), read_record(record("d", "GPU-2")), Settings()
     )
-    assert not any("UUIDs differ" in w for w in same["warnings"])
-    [warning] = [w for w in other["warnings"] if "UUIDs differ" in w]
-    assert "3-4%" in warning
+    assert not any("different GPUs" in w for w in same["warnings"])
+    assert same["latency"]["gpu"]["mode"] == "same-gpu"
+    assert same["verdict"]["headline"].endswith("(same GPU)")
+    # Different GPUs and no calibration panel: no case is regressed, improved or same.
+    [warning] = [w for w in other["warnings"] if "different GPUs" in w]
+    assert "not judged" in warning and "~3%" in warning
+    assert other["latency"]["summary"]["verdicts"]["inconclusive"] == len(CASES)
+    assert other["latency"]["gpu"]["cases"]["uncalibrated"] == len(CASES)
+    assert other["verdict"]["level"] == "yellow"
+    assert "cross-GPU without calibration" in other["verdict"]["headline"]
+    assert any("without a calibration panel" in r for r in other["verdict"]["reasons"])

@@ -316,27 +316,30 @@ def test_a_github_app_publishes_with_an_installation_token(
 def test_workflow_run_resolves_the_pr_from_the_head_sha(
     gh: GitHubServer, tmp_path: Path, rng: np.random.Generator
 ) -> None:
-    """A fork's workflow_run has no pull_requests; the PR comes from the head SHA."""
-    from tests.github_fixtures import payload
+    """A fork's workflow_run has no pull_requests; the PR comes from the run's head
+    repository and branch at its head SHA."""
+    from tests.github_fixtures import finished_run
 
-    event = payload("workflow_run.completed")
-    event["workflow_run"]["head_sha"] = HEAD
-    event["workflow_run"]["pull_requests"] = []
-    event["repository"]["full_name"] = REPO
+    gh.label(PR, "collect/torch", "Codertocat")  # the label that started the run
+    event = finished_run(HEAD)
     path = tmp_path / "event.json"
     path.write_text(json.dumps(event))
     comment = rendered(tmp_path, rng)
     result = runner.invoke(app, ["publish", str(comment), "--event", str(path)])
     assert result.exit_code == 0, result.output
     assert len(gh.issue_comments(PR)) == 1
-    # A SHA no open PR has as its head: refused, nothing posted elsewhere.
-    event["workflow_run"]["head_sha"] = "2" * 40
-    path.write_text(json.dumps(event))
+    # A SHA no open PR of that branch has as its head: refused, nothing posted elsewhere.
+    for head, branch in (("2" * 40, "feature"), (HEAD, "other")):
+        path.write_text(json.dumps(finished_run(head, head_branch=branch)))
+        result = runner.invoke(app, ["publish", str(comment), "--event", str(path)])
+        assert result.exit_code == 2 and "expected one open pull request from" in result.output
+        assert f"at {head[:12]} on {REPO}, found none" in result.output
+    assert len(gh.issue_comments(PR)) == 1
+    # A run no maintainer's label started (its actor applied none): nothing posted.
+    path.write_text(json.dumps(finished_run(HEAD, actor="outsider")))
     result = runner.invoke(app, ["publish", str(comment), "--event", str(path)])
-    assert (
-        result.exit_code == 2
-        and "expected one open pull request with head 222222222222" in result.output
-    )
+    assert result.exit_code == 2 and "not approved" in result.output
+    assert len(gh.issue_comments(PR)) == 1 and len(gh.statuses) == 1
 
 
 def test_missing_credentials_and_bad_inputs_are_one_line_errors(

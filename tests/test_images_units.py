@@ -169,6 +169,9 @@ def test_sandbox_is_locked_down(tmp_path: Path) -> None:
     gpu = replace(sandbox, gpus=["3"]).kwargs()
     [request] = gpu["device_requests"]
     assert request["DeviceIDs"] == ["3"] and request["Capabilities"] == [["gpu"]]
+    # Locked (pinned) memory is bounded by the memory limit, never unlimited.
+    [memlock] = gpu["ulimits"]
+    assert memlock["Name"] == "memlock" and memlock["Soft"] == memlock["Hard"] == 8 << 30
     with pytest.raises(UserError, match="refusing to pass 'GITHUB_TOKEN'"):
         replace(sandbox, env={"GITHUB_TOKEN": "x"}).kwargs()
     with pytest.raises(UserError, match="--memory: 'lots'"):
@@ -300,3 +303,16 @@ def test_collector_entry_point_runs_a_config_and_gates_versions(tmp_path: Path) 
         env=env,
     )
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+
+
+def test_every_container_gets_a_memory_limit_and_a_bounded_memlock(tmp_path: Path) -> None:
+    """Issue 18, attack 8: no memory limit and an unlimited memlock by default."""
+    from bot.images.container import container_options
+    from bot.images.sandbox import DEFAULT_MEMORY, size_bytes
+
+    opts = container_options("img", tmp_path, Limits(), None, None)
+    kw = Sandbox(image="img", command=["true"], limits=opts.limits, gpus=["0"]).kwargs()
+    assert kw["mem_limit"] == kw["memswap_limit"] == DEFAULT_MEMORY
+    [memlock] = kw["ulimits"]
+    assert 0 < memlock["Soft"] == memlock["Hard"] == size_bytes(DEFAULT_MEMORY)
+    assert size_bytes("96m") == 96 << 20 and size_bytes("1024") == 1024

@@ -173,6 +173,25 @@ def test_shards_of_different_plans_are_refused(
         merge_shards([a, b], tmp_path / "merged")
 
 
+def test_trusted_shards_with_their_own_image_ids_merge_by_content_hash(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """A trusted shard builds its own image (issue 18): same inputs, another id per shard."""
+    ids = [f"sha256:{c * 64}" for c in "ab"]
+    a, b = (
+        _shard(tmp_path, rng, i, 2, image={"ref": ids[i - 1], "digest": ids[i - 1]},
+               container={"image_content_hash": "c0ffee", "trust": "trusted"})
+        for i in (1, 2)
+    )  # fmt: skip
+    assert merge_shards([a, b], tmp_path / "merged").status == "complete"
+    c = _shard(
+        tmp_path, rng, 2, 2, name="other", image={"ref": ids[0]},
+        container={"image_content_hash": "beef"},
+    )  # fmt: skip
+    with pytest.raises(UserError, match=r"container\.image_content_hash 'beef' differs"):
+        merge_shards([a, c], tmp_path / "merged-2")
+
+
 def test_shards_from_other_gpu_models_are_refused(tmp_path: Path, rng: np.random.Generator) -> None:
     a = _shard(tmp_path, rng, 1)
     b = _shard(tmp_path, rng, 2, device={"name": "NVIDIA H100", "uuid": "GPU-x"})

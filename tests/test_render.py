@@ -129,3 +129,59 @@ def test_marker_parse_rejects_markers_not_on_the_first_line() -> None:
     assert Marker.parse(m + "\nbody") is not None
     assert Marker.parse("quote\n" + m) is None
     assert Marker.parse("<!-- collectbot {not json} -->") is None
+
+
+def _cross_gpu_comparison(
+    tmp_path: Path, rng: np.random.Generator, cand_uuid: str, panels: bool
+) -> dict[str, Any]:
+    from bench.fleet_simulation import _panel
+
+    cases = [gemm_case(m) for m in (1, 2, 4, 8, 16, 32, 64, 128)]
+
+    def record(name: str, uuid: str, speed: float) -> Any:
+        extra = {
+            "device": {"name": "NVIDIA H200", "kind": "cuda", "uuid": uuid},
+            "panel": _panel(rng, uuid, [speed] * 13) if panels else None,
+        }
+        return read_record(
+            write_record(
+                tmp_path / name,
+                cases,
+                lambda c: simulated_runs(rng, 0.1 * speed),
+                meta_extra=extra,
+            )
+        )
+
+    base = record("b", "GPU-11f4dd46-aaaa", 1.0)
+    return compare_records(base, record("c", cand_uuid, 1.02), Settings())
+
+
+def test_a_calibrated_cross_gpu_comment_says_which_gpus_and_by_how_much(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    comparison = _cross_gpu_comparison(tmp_path, rng, "GPU-7ba35415-bbbb", panels=True)
+    body = render_comment(comparison)
+    title = body.splitlines()[1]
+    assert "cross-GPU, calibrated: GPUs differ by +2.0%" in title
+    assert "8 cases crossed GPUs (GPU-11f4dd46 → GPU-7ba35415)" in body
+    assert (
+        "| measured on (GPUs) | `NVIDIA H200 GPU-11f4dd46` | `NVIDIA H200 GPU-7ba35415` |" in body
+    )
+    assert "13 kernels x 5 runs on 1 GPU(s)" in body
+    assert comparison["latency"]["summary"]["verdicts"]["regressed"] == 0
+    from bot.render.html import render_html_report
+
+    html = render_html_report(comparison, comparison["latency"]["cases"])
+    assert "measured on (GPUs)" in html and "NVIDIA H200 GPU-7ba35415" in html
+
+
+def test_an_uncalibrated_cross_gpu_comment_says_no_verdict_and_escapes_the_uuid(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    hostile = "@octocat <b>x</b> [y](javascript:1)"
+    comparison = _cross_gpu_comparison(tmp_path, rng, hostile, panels=False)
+    body = render_comment(comparison)
+    assert "cross-GPU without calibration: no latency verdict possible" in body.splitlines()[1]
+    assert "with no calibration panel on both sides: they are not judged" in body
+    outside = _outside_code(body)
+    assert "@octocat" not in outside and "<b>" not in outside and "](javascript" not in outside

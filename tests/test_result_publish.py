@@ -24,7 +24,7 @@ from bot.store import RunStore
 from collector.caseplan import shard_of
 from collector.errors import UserError
 from tests.factories import failure, gemm_case, simulated_runs, write_record
-from tests.github_fixtures import HEAD, PR, REPO, payload
+from tests.github_fixtures import HEAD, PR, REPO, finished_run, payload
 from tests.github_server import GitHubServer
 
 runner = CliRunner()
@@ -39,7 +39,8 @@ def _plan(tmp: Path, sender: str, labels: list[str], gh: GitHubServer) -> Path:
     data["label"]["name"] = LABEL
     data["pull_request"]["labels"][0]["name"] = LABEL
     data["sender"]["login"] = sender
-    gh.pulls[PR].labels = labels
+    for name in labels:
+        gh.label(PR, name, sender)
     event = tmp / "labeled.json"
     event.write_text(json.dumps(data))
     out = tmp / "plan.json"
@@ -51,11 +52,8 @@ def _plan(tmp: Path, sender: str, labels: list[str], gh: GitHubServer) -> Path:
     return out
 
 
-def _event(tmp: Path, head: str = HEAD, run_id: int = RUN_ID) -> Path:
-    data = payload("workflow_run.completed")
-    data["repository"]["full_name"] = REPO
-    data["workflow_run"].update(head_sha=head, id=run_id, pull_requests=[], event="pull_request")
-    data["workflow_run"]["html_url"] = f"https://github.com/{REPO}/actions/runs/{run_id}"
+def _event(tmp: Path, head: str = HEAD, run_id: int = RUN_ID, **run: Any) -> Path:
+    data = finished_run(head, run_id, **run)
     path = tmp / "workflow_run.json"
     path.write_text(json.dumps(data))
     return path
@@ -358,3 +356,108 @@ def test_the_baseline_ref_follows_the_pull_requests_base_branch() -> None:
     dispatched = {"event": "workflow_dispatch", "base_ref": "refs/heads/feature"}
     assert baseline_ref_for(dispatched, None) == "main"
     assert baseline_ref_for({}, None) == "main"
+
+
+def _forged_approval(tmp: Path, gh: GitHubServer, rng: np.random.Generator) -> Path:
+    """What a hostile run uploads: a plan rewritten to `trigger: true, code: approved`."""
+    plan = _plan(tmp, "outsider", [], gh)
+    data = json.loads(plan.read_text())
+    data.update(trigger=True, code="approved", label=LABEL, remove_labels=[], notice=None)
+    plan.write_text(json.dumps(data))
+    return _make(tmp, plan, "--comparison", str(_comparison(tmp, rng)), name="forged")
+
+
+@pytest.mark.parametrize("how", ["no-label", "reader-label", "old-label", "other-actor"])
+def test_a_bundle_claiming_approval_is_checked_against_github(
+    gh: GitHubServer, tmp_path: Path, rng: np.random.Generator, how: str
+) -> None:
+    """Attack 5: the bundle says approved; GitHub's event log and permissions say otherwise."""
+    from datetime import datetime, timedelta
+
+    bundle = _forged_approval(tmp_path, gh, rng)
+    actor = "outsider"
+    if how == "reader-label":  # a read-only account labels its own run
+        gh.label(PR, LABEL, "outsider")
+    elif how == "old-label":  # a maintainer's label from before the head moved
+        gh.label(PR, LABEL, "Codertocat")
+        actor = "Codertocat"
+        gh._clock += timedelta(hours=2)
+    elif how == "other-actor":  # a maintainer labelled; the run is another writer's push
+        gh.label(PR, LABEL, "Codertocat")
+        gh.permissions["pusher"] = ("write", "write")
+        actor = "pusher"
+    created = (gh._clock + timedelta(seconds=5)).isoformat().replace("+00:00", "Z")
+    data = finished_run(HEAD, RUN_ID, actor=actor)
+    data["workflow_run"]["created_at"] = created
+    event = tmp_path / "run.json"
+    event.write_text(json.dumps(data))
+    assert datetime.fromisoformat(created) > gh._clock
+    result = _publish(bundle, event)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: run 4242 of #2 at ") and "not approved" in result.output
+    assert gh.issue_comments(PR) == [] and gh.statuses == []
+    # The same bundle, once a maintainer's label did start the run, is published.
+    gh.label(PR, LABEL, "Codertocat")
+    data["workflow_run"]["actor"]["login"] = "Codertocat"
+    data["workflow_run"]["created_at"] = gh.now()
+    event.write_text(json.dumps(data))
+    result = _publish(bundle, event)
+    assert result.exit_code == 0, result.output
+    assert len(gh.issue_comments(PR)) == 1 and gh.statuses[0]["state"] == "failure"
+
+
+def test_a_second_pull_request_on_the_same_commit_neither_blocks_nor_receives(
+    gh: GitHubServer, tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """Attack 6: someone opens a PR from their fork with the victim's head SHA."""
+    from tests.github_server import PullState
+
+    plan = _plan(tmp_path, "Codertocat", [LABEL], gh)
+    bundle = _make(tmp_path, plan, "--comparison", str(_comparison(tmp_path, rng)))
+    decoy = PullState(
+        number=66, head_sha=HEAD, base_sha=gh.pulls[PR].base_sha, head_repo="mallory/Hello-World"
+    )
+    gh.add_pull(decoy)
+    result = _publish(bundle, _event(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert len(gh.issue_comments(PR)) == 1 and gh.issue_comments(66) == []
+    # Still ambiguous after the head repository and branch (one branch, two bases, and no
+    # PR list from GitHub to choose): refused, nothing written.
+    twin = PullState(
+        number=67, head_sha=HEAD, base_sha="9" * 40, head_repo=REPO, base_ref="release-1"
+    )
+    gh.add_pull(twin)
+    before = len(gh.requests("POST")) + len(gh.requests("PATCH"))
+    result = _publish(bundle, _event(tmp_path))
+    assert result.exit_code == 2 and "more than one open pull request" in result.output
+    assert len(gh.requests("POST")) + len(gh.requests("PATCH")) == before
+    # GitHub's own list of the run's PRs settles it.
+    result = _publish(bundle, _event(tmp_path, pull_requests=[PR]))
+    assert result.exit_code == 0, result.output
+    assert gh.issue_comments(67) == []
+
+
+def test_approving_label_reads_the_event_log_as_github_writes_it() -> None:
+    """The pure rule: the run's actor's trigger label, just before the run was created."""
+    from datetime import UTC, datetime
+
+    from bot.github.api import IssueEvent
+    from bot.github.approval import approving_label
+
+    created = datetime(2026, 11, 30, 12, 10, tzinfo=UTC)
+    events = [
+        IssueEvent("labeled", "Codertocat", "collect/torch", "2026-11-30T11:50:00Z"),  # old
+        IssueEvent("labeled", "Codertocat", "bug", "2026-11-30T12:09:00Z"),  # not a trigger
+        IssueEvent("unlabeled", "Codertocat", "collect/torch", "2026-11-30T12:09:10Z"),
+        IssueEvent("labeled", "someone", "collect/vllm", "2026-11-30T12:09:20Z"),  # not the actor
+        IssueEvent("labeled", "codertocat", "collect/torch:gemm", "2026-11-30T12:09:30"),
+        IssueEvent("labeled", "Codertocat", "collect/vllm", "2026-11-30T12:09:40Z"),
+        IssueEvent("labeled", "Codertocat", "collect/torch", "2026-11-30T12:12:00Z"),  # after
+    ]
+    found = approving_label(events, "Codertocat", created)
+    assert found is not None and found.label == "collect/vllm"  # the latest that fits
+    hinted = approving_label(events, "Codertocat", created, prefer="COLLECT/torch:gemm")
+    assert hinted is not None and hinted.label == "collect/torch:gemm"  # a hint, if it fits
+    assert approving_label(events, "Codertocat", created, prefer="collect/torch") == found
+    assert approving_label(events, "someone-else", created) is None
+    assert approving_label(events[:4], "Codertocat", created) is None

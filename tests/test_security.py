@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from bot.cli import app
 from bot.render.comment import FUTURE_SLACK, Marker, bounded_start
 from tests.factories import gemm_case, simulated_runs, write_record
-from tests.github_fixtures import HEAD, PR, REPO, payload
+from tests.github_fixtures import HEAD, PR, REPO, finished_run, payload
 from tests.github_server import GitHubServer
 from tests.test_github_publish import rendered
 
@@ -58,11 +58,10 @@ def test_bounded_start_keeps_real_times() -> None:
     assert bounded_start("not a time", now) == "not a time"  # sorts before any real time
 
 
-def _event(tmp_path: Path, head: str, pull_requests: list[int]) -> Path:
-    event = payload("workflow_run.completed")
-    event["workflow_run"]["head_sha"] = head
-    event["workflow_run"]["pull_requests"] = [{"number": n} for n in pull_requests]
-    event["repository"]["full_name"] = REPO
+def _event(gh: GitHubServer, tmp_path: Path, head: str, pull_requests: list[int]) -> Path:
+    """A finished run of `head`, started by a maintainer's label (GitHub's event log)."""
+    gh.label(PR, "collect/torch", "Codertocat")
+    event = finished_run(head, pull_requests=pull_requests)
     path = tmp_path / "event.json"
     path.write_text(json.dumps(event))
     return path
@@ -76,7 +75,7 @@ def test_a_comment_rendered_for_another_commit_is_refused(
     other = "3" * 40  # e.g. the default branch's head: a green status there would mislead
     comment = rendered(tmp_path, rng, head=other)
     result = runner.invoke(
-        app, ["publish", str(comment), "--event", str(_event(tmp_path, HEAD, []))]
+        app, ["publish", str(comment), "--event", str(_event(gh, tmp_path, HEAD, []))]
     )
     assert result.exit_code == 2, result.output
     assert "marker names head 333333333333, but the run measured" in result.output
@@ -86,10 +85,11 @@ def test_a_comment_rendered_for_another_commit_is_refused(
 def test_a_pr_number_in_the_event_is_never_used(
     gh: GitHubServer, tmp_path: Path, rng: np.random.Generator
 ) -> None:
-    """Only the head SHA finds the PR: a number elsewhere (here PR 99) is ignored."""
+    """Only the run's head repository, branch and SHA find the PR: a number elsewhere (here
+    PR 99) is ignored."""
     comment = rendered(tmp_path, rng)
     result = runner.invoke(
-        app, ["publish", str(comment), "--event", str(_event(tmp_path, HEAD, [99]))]
+        app, ["publish", str(comment), "--event", str(_event(gh, tmp_path, HEAD, [99]))]
     )
     assert result.exit_code == 0, result.output
     assert len(gh.issue_comments(PR)) == 1

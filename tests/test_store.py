@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -323,3 +327,92 @@ def test_stashes_on_s3_against_a_moto_server(
     fs.pipe("handoff/fleet/stash/runs/o/r/77/shard-2/failures.json", b"[]\n ")
     with pytest.raises(UserError, match="checksum mismatch"):
         store.unstash("runs/o/r/77/shard-2", tmp_path / "tampered")
+
+
+def test_a_pull_requests_job_cannot_store_a_baseline(
+    tmp_path: Path, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack 1, configuration side: a PR job's store is read-only (COLLECTBOT_STORE_ACCESS
+    =read, set by the setup action), so `store put --ref main` and every other write refuse
+    in one line, while reading the baseline still works."""
+    store = str(tmp_path / "store")
+    base = _record(tmp_path / "base", rng, run_id="base")
+    RunStore(store).put(base, ref="main")
+    RunStore(store).stash(base, "runs/o/r/1/shard-1")  # a baseline run's shard
+    fake = _record(tmp_path / "fake", rng, factor=0.5, run_id="fake")
+    monkeypatch.setenv("COLLECTBOT_STORE_ACCESS", "read")
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "store").rglob("*"))
+    attempts = [
+        ["store", "put", str(fake), "--store", store, "--ref", "main"],
+        ["store", "stash", str(fake), "runs/o/r/1/shard-1", "--store", store],
+        ["store", "drop", "runs/o/r/1", "--all", "--store", store],
+        ["store", "prune", "--like", str(base), "--keep", "1", "--store", store],
+        ["store", "prune-stashes", "--older-than-days", "0", "--store", store],
+    ]
+    for args in attempts:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.output.startswith("error: ") and "read-only for this job" in result.output
+        assert len(result.output.strip().splitlines()) == 1
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "store").rglob("*")) == before
+    result = runner.invoke(
+        app,
+        ["store", "get", "--store", store, "--previous-for", str(fake), "--ref", "main",
+         "--out", str(tmp_path / "got")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert read_record(tmp_path / "got").meta["run_id"] == "base"
+    # Anything but empty or `write` is read-only: a typo never grants writes.
+    monkeypatch.setenv("COLLECTBOT_STORE_ACCESS", "raed")
+    assert runner.invoke(app, attempts[0]).exit_code == 2
+
+
+def _as_pr_runner(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run as the PR runner's account: root without capabilities (so file permissions bind,
+    as for any other user), with the PR's own code: no read-only setting to honour."""
+    env = {k: v for k, v in os.environ.items() if k != "COLLECTBOT_STORE_ACCESS"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    return subprocess.run(
+        ["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and setpriv to give the store and the PR runner separate accounts",
+)
+def test_the_trusted_root_is_read_only_to_a_pull_requests_runner(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """Attack 1, permission side, on a local path: the trusted root belongs to the trusted
+    runners' account (here uid 1000); a PR job runs as another account. Its own code, which
+    ignores any setting, can neither store a fake `main` baseline nor replace a stored file,
+    and the next comparison still takes the trusted baseline."""
+    root = tmp_path / "trusted"
+    store = RunStore(str(root))
+    base = _record(tmp_path / "base", rng, run_id="base")
+    entry = store.put(base, ref="main")
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, 1000, 1000)
+    tmp_path.chmod(0o755)
+    fake = _record(tmp_path / "fake", rng, factor=0.5, run_id="fake")
+    for path in [fake, *fake.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    put = _as_pr_runner("-m", "bot", "store", "put", str(fake), "--store", str(root),
+                        "--ref", "main")  # fmt: skip
+    assert put.returncode == 2, put.stderr[-2000:]
+    assert put.stderr.startswith("error: ") and "refused by the store" in put.stderr
+    stored = root / entry.key.path / entry.name / "gemm_perf.parquet"
+    overwrite = _as_pr_runner("-c", f"open({str(stored)!r}, 'r+b').write(b'x')")
+    assert overwrite.returncode != 0 and "PermissionError" in overwrite.stderr
+    new_dir = _as_pr_runner("-c", f"import os; os.mkdir({str(root / 'stash')!r})")
+    assert new_dir.returncode != 0 and "PermissionError" in new_dir.stderr
+    assert [e.run_id for e in RunStore(str(root)).entries(ref="main")] == ["base"]
+    got = _as_pr_runner("-m", "bot", "store", "get", "--store", str(root), "--previous-for",
+                        str(fake), "--ref", "main", "--out", str(tmp_path / "got"))  # fmt: skip
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert read_record(tmp_path / "got").meta["run_id"] == "base"

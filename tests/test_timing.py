@@ -166,7 +166,7 @@ def test_the_cpu_path_prepares_and_samples_every_placement() -> None:
 
 
 def test_a_sample_whose_measured_clock_fell_is_retaken_though_nvml_saw_nothing() -> None:
-    # Session 5: a 3.5 ms prefill ran 10-15% slow while NVML's stale readings said 1980 MHz.
+    # On the H200 a 3.5 ms prefill ran 10-15% slow while NVML's stale readings said 1980 MHz.
     protocol = Protocol(samples=3, clock_floor=0.95, idle_ratio=0.0)
     _, time_sample = _timer([3.5, 4.0, 3.5, 3.5], [1960.0, 1700.0, 1955.0, 1962.0])
     run = take_samples(time_sample, ScriptedClocks([]), protocol, 1, "graph", sleep=lambda s: None)
@@ -181,7 +181,7 @@ def test_a_sample_whose_measured_clock_fell_is_retaken_though_nvml_saw_nothing()
 
 
 def test_the_clock_floor_is_relative_to_the_cases_own_fastest_clock() -> None:
-    # Probe 9: a heavy GEMM sustains ~1790 MHz where light kernels reach 1875; judged
+    # A heavy GEMM sustains ~1790 MHz where light kernels reach 1875; judged
     # against 1875, every one of its samples was retaken. Against its own best, none is.
     protocol = Protocol(samples=4, clock_floor=0.95, idle_ratio=0.0)
     heavy = [1790.0, 1781.0, 1798.0, 1786.0]
@@ -245,7 +245,7 @@ def _order_of_builds(order: str) -> list[str]:
 
 
 def test_placements_are_built_before_sampling_or_when_sampling_reaches_them() -> None:
-    # Upfront (sessions 1-6): every set exists before the first sample, so set 0 is sampled
+    # Upfront: every set exists before the first sample, so set 0 is sampled
     # after the last build. Between: set 0's samples come before set 1 is built, and
     # each later set is built right before its own samples.
     upfront = _order_of_builds("upfront")

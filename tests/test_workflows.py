@@ -62,11 +62,17 @@ def test_no_expression_is_expanded_inside_a_script() -> None:
             assert "${{" not in str(step.get("run") or ""), f"{path.name} {where}"
 
 
-def test_remote_actions_other_than_checkout_are_skipped_under_act() -> None:
+def test_remote_actions_other_than_checkout_run_under_act_only_as_test_stand_ins() -> None:
+    """act runs the artifact actions as working stand-ins (tests/act_support.py); any other
+    remote action must be skipped under act."""
+    from tests.act_support import WORKING_STANDINS
+
     for path in definition_files():
         for where, step in steps_of(load_yaml(path)):
             uses = str(step.get("uses") or "")
             if uses and not uses.startswith(("./", "actions/checkout@")):
+                if uses.split("@")[0] in WORKING_STANDINS:
+                    continue
                 assert "!env.ACT" in str(step.get("if") or ""), f"{path.name} {where}: {uses}"
 
 
@@ -143,10 +149,100 @@ def test_concurrency_per_pull_request_and_trigger() -> None:
 
 
 def test_gpu_jobs_run_on_self_hosted_gpu_runners_by_default() -> None:
-    for name in ("collect.yml", "baseline.yml"):
+    for name, default in (
+        ("collect.yml", '\'["self-hosted","gpu"]\''),
+        ("baseline.yml", '\'["self-hosted","gpu","collectbot-trusted"]\''),
+    ):
         for job_id in ("image", "collect"):
             runs_on = WORKFLOWS[name]["jobs"][job_id]["runs-on"]
-            assert '\'["self-hosted","gpu"]\'' in runs_on, (name, job_id)
+            assert default in runs_on, (name, job_id)
+
+
+def test_trusted_and_untrusted_jobs_use_separate_runner_groups() -> None:
+    """Every self-hosted job of a pull request asks for the untrusted group's variables,
+    every baseline job for the trusted group's: one never lands on the other's runners."""
+    for job_id, job in WORKFLOWS["collect.yml"]["jobs"].items():
+        assert "TRUSTED" not in job["runs-on"], job_id
+    for job_id, job in WORKFLOWS["baseline.yml"]["jobs"].items():
+        if job_id == "settings":
+            continue  # GitHub-hosted, no PR code and no store
+        names = set(re.findall(r"vars\.(COLLECTBOT_[A-Z_]+)", job["runs-on"]))
+        assert names and all(n.startswith("COLLECTBOT_TRUSTED_") for n in names), job_id
+
+
+def _setups(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (where, step.get("with") or {})
+        for where, step in steps_of(doc)
+        if step.get("uses") == "./.github/actions/setup"
+    ]
+
+
+def test_pull_request_jobs_never_write_the_store() -> None:
+    """Attack 1: the store holds baselines; a pull request's jobs get it read-only and hand
+    shards, the campaign and the result over as their own run's artifacts only."""
+    writes = re.compile(r"collectbot store (put|stash|drop|prune)")
+    untrusted = [
+        WORKFLOWS["collect.yml"],
+        load_yaml(ROOT / ".github/actions/collect-shard/action.yml"),
+    ]
+    for doc in untrusted:
+        for where, step in steps_of(doc):
+            assert not writes.search(str(step.get("run") or "")), where
+    for where, args in _setups(WORKFLOWS["collect.yml"]):
+        assert args.get("access", "read") == "read", where
+    setup = load_yaml(ROOT / ".github/actions/setup/action.yml")
+    assert setup["inputs"]["access"]["default"] == "read"
+    assert "COLLECTBOT_STORE_ACCESS=$INPUT_ACCESS" in setup["runs"]["steps"][0]["run"]
+    # Only the baseline's store job may write, and only there is `store put`.
+    writers = [
+        (name, where)
+        for name, doc in WORKFLOWS.items()
+        for where, args in _setups(doc)
+        if args.get("access") == "write"
+    ]
+    assert writers == [("baseline.yml", "jobs.store.steps[1]")], writers
+    puts = [
+        (name, where)
+        for name, doc in WORKFLOWS.items()
+        for where, step in steps_of(doc)
+        if writes.search(str(step.get("run") or ""))
+    ]
+    assert puts == [("baseline.yml", "jobs.store.steps[3]")], puts
+
+
+def test_baseline_shards_travel_only_between_the_baseline_runs_own_jobs() -> None:
+    """Attack 1: a PR job once overwrote a baseline run's shard stash in the shared store.
+    The baseline's shards are now artifacts of its own run (no `run-id`: this run), which
+    no other run can write, and nothing reads shards from the store."""
+    doc = WORKFLOWS["baseline.yml"]
+    uploads = [
+        s["with"]["artifact"]
+        for _, s in steps_of(doc)
+        if s.get("uses") == "./.github/actions/collect-shard"
+    ]
+    assert uploads == ["collectbot-shard-${{ matrix.shard }}"]
+    fetch = [s for _, s in steps_of(doc) if "download-artifact" in str(s.get("uses") or "")]
+    assert [s["with"] for s in fetch] == [
+        {"pattern": "collectbot-shard-*", "path": "${{ runner.temp }}/fetched"}
+    ]
+    for name, wf in WORKFLOWS.items():
+        for where, step in steps_of(wf):
+            assert "store unstash" not in str(step.get("run") or ""), (name, where)
+
+
+def test_the_publisher_reads_results_only_from_the_finished_runs_artifacts() -> None:
+    """Attack 1: no store a pull request's job could write feeds the publisher."""
+    for path in definition_files():
+        assert "RESULTS_FROM_STORE" not in path.read_text(), path.name
+    doc = WORKFLOWS["publish.yml"]
+    for where, args in _setups(doc):
+        assert "store" not in args, where
+    fetch = [s for _, s in steps_of(doc) if "download-artifact" in str(s.get("uses") or "")]
+    assert [s["with"]["run-id"] for s in fetch] == ["${{ github.event.workflow_run.id }}"]
+    assert all("if" not in s for s in fetch)
+    scripts = " ".join(str(s.get("run") or "") for _, s in steps_of(doc))
+    assert "collectbot store" not in scripts
 
 
 def test_the_composite_actions_are_used_and_documented() -> None:
@@ -167,14 +263,14 @@ def test_the_composite_actions_are_used_and_documented() -> None:
             assert spec.get("description"), f"{path}: input {name}"
 
 
-def test_readme_names_every_repository_variable() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_name_every_repository_variable() -> None:
+    readme = (ROOT / "docs" / "workflows.md").read_text()
     names = set()
     for path in definition_files():
         names.update(re.findall(r"vars\.(COLLECTBOT_[A-Z_]+)", path.read_text()))
     assert names
     missing = sorted(n for n in names if n not in readme)
-    assert not missing, f"README does not document {missing}"
+    assert not missing, f"docs/workflows.md does not document {missing}"
 
 
 def test_image_check_accepts_the_workflows(tmp_path: Path) -> None:

@@ -1,20 +1,25 @@
 """Our real workflow files, run end to end with act, against the local GitHub server and a
-real Docker engine (DESIGN.md section 8).
+real Docker engine.
 
 A scratch repository holds this checkout's files: `main` is the base, and a pull request's
 head breaks one GEMM shape (a kernel that raises for k=512), as a real regression would. The
 sequence is the product's:
 
-1. the baseline workflow (`act push`) collects main in the pinned image, as two shards, merges
-   them and stores the reference run;
+1. the baseline workflow (`act push`, trusted) collects main in the pinned image, as two
+   shards handed over as that run's artifacts, merges them and stores the reference run;
 2. a maintainer's `collect/torch:gemm@smoke` label (`act pull_request`, GitHub's recorded
-   `labeled` payload): plan, image, two shards on "GPU" runners (CPU here), conclude against
-   the stored baseline, and a bundle for the publisher;
-3. the publishing workflow (`act workflow_run`) on the default branch's code: verifies the
-   bundle, finds the PR from the head SHA on the local server, renders and posts;
+   `labeled` payload; untrusted): plan, image, two shards on "GPU" runners (CPU here) handed
+   to conclude as the run's artifacts, conclude against the stored baseline with the store
+   read-only, and a result bundle as the run's artifact;
+3. the publishing workflow (`act workflow_run`, trusted) on the default branch's code: takes
+   the bundle from the finished run's artifacts, verifies it, finds the PR from the run's
+   head repository and branch on the local server, re-derives the approval from the PR's
+   event log, renders and posts;
 
 and the server ends with exactly one sticky comment whose verdict is red with the new failure
-group, a failure status on the head, and the trigger label consumed. The same label applied
+group, a failure status on the head, and the trigger label consumed. Artifacts are kept by
+act stand-ins of the artifact actions (tests/act_support.py), per run id, as GitHub does; no
+pull request job writes the run store. The same label applied
 by an account with read permission runs no collection at all, and the publisher removes the
 label with an explanation.
 """
@@ -95,6 +100,7 @@ class Env:
     env: dict[str, str]
     standins: list[str]
     logs: Path
+    artifacts: Path
 
     def act(
         self, event: str, workflow: str, data: dict[str, Any], run_id: int, **extra: Any
@@ -200,8 +206,9 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             "COLLECTBOT_MANIFEST": str(manifest),
             "COLLECTBOT_GITHUB_THROTTLE": "0",
         },
-        standins=standin_args(work / "standins", repo),
+        standins=standin_args(work / "standins", repo, artifacts=work / "artifacts"),
         logs=logs,
+        artifacts=work / "artifacts",
     )
     yield env
     for image in client.images.list(name=repository):
@@ -224,7 +231,7 @@ def baseline(e2e: Env) -> dict[str, Any]:
     return summary
 
 
-def _server(head_sha: str, base_sha: str, labels: list[str]) -> GitHubServer:
+def _server(head_sha: str, base_sha: str) -> GitHubServer:
     server = GitHubServer(REPO)
     server.add_token(BOT_TOKEN, "github-actions[bot]", "Bot")
     server.permissions.update({"Codertocat": ("admin", "admin"), "outsider": ("read", "read")})
@@ -235,7 +242,6 @@ def _server(head_sha: str, base_sha: str, labels: list[str]) -> GitHubServer:
             base_sha=base_sha,
             head_repo=REPO,
             head_ref="feature",
-            labels=list(labels),
         )
     )
     return server
@@ -257,7 +263,9 @@ def _labeled(e2e: Env, sender: str, label: str = LABEL) -> dict[str, Any]:
     return data
 
 
-def _finished(e2e: Env, run_id: int, conclusion: str = "success") -> dict[str, Any]:
+def _finished(
+    e2e: Env, run_id: int, actor: str, created_at: str, conclusion: str = "success"
+) -> dict[str, Any]:
     data = payload("workflow_run.completed")
     data["repository"]["full_name"] = REPO
     data["repository"]["default_branch"] = "main"
@@ -271,7 +279,9 @@ def _finished(e2e: Env, run_id: int, conclusion: str = "success") -> dict[str, A
         head_branch="feature",
         pull_requests=[],
         html_url=f"https://github.com/{REPO}/actions/runs/{run_id}",
+        created_at=created_at,
     )
+    run["actor"] = {"login": actor, "type": "User"}
     run["head_repository"]["full_name"] = REPO
     run["repository"]["full_name"] = REPO
     return data
@@ -280,7 +290,9 @@ def _finished(e2e: Env, run_id: int, conclusion: str = "success") -> dict[str, A
 def _flow(
     e2e: Env, server: GitHubServer, sender: str, run_id: int, label: str = LABEL
 ) -> tuple[str, str]:
-    """The collection workflow on the PR head, then the publisher on main."""
+    """`sender` labels the PR; the collection workflow on the PR head, then the publisher on
+    main (GitHub created the run right after the label event: its created_at)."""
+    labelled = server.label(PR, label, sender)
     conn = {
         "env": {"GITHUB_API_URL": server.url},
         "secrets": {"GITHUB_TOKEN": BOT_TOKEN},
@@ -288,18 +300,18 @@ def _flow(
     _git(e2e.repo, "checkout", "-q", "feature")
     collected = e2e.act("pull_request", "collect.yml", _labeled(e2e, sender, label), run_id, **conn)
     _git(e2e.repo, "checkout", "-q", "main")  # workflow_run runs the default branch's code
-    published = e2e.act("workflow_run", "publish.yml", _finished(e2e, run_id), run_id + 1, **conn)
+    finished = _finished(e2e, run_id, sender, labelled)
+    published = e2e.act("workflow_run", "publish.yml", finished, run_id + 1, **conn)
     return collected, published
 
 
 def test_a_maintainers_label_becomes_one_sticky_comment_with_the_verdict(
     e2e: Env, baseline: dict[str, Any]
 ) -> None:
-    server = _server(e2e.head_sha, e2e.base_sha, [LABEL])
+    server = _server(e2e.head_sha, e2e.base_sha)
     with server.running():
         collected, published = _flow(e2e, server, "Codertocat", run_id=202)
         # Run again (a maintainer re-applies the label): still one comment, updated.
-        server.pulls[PR].labels = [LABEL]
         _flow(e2e, server, "Codertocat", run_id=204)
     assert not server.violations, "\n".join(server.violations[:10])
     # Both shards ran, each in the pinned image, and were merged into one complete record.
@@ -321,12 +333,25 @@ def test_a_maintainers_label_becomes_one_sticky_comment_with_the_verdict(
     # The comment came from the publisher's own rendering of the verified bundle.
     assert "published:" in published
     assert baseline["ref"] == "main"
+    # The trust split: the shards and the result went through run 204's own artifacts; the
+    # pull request's jobs wrote nothing to the store (read-only to them), so it still holds
+    # exactly the baseline, and no stash.
+    assert sorted(p.name for p in (e2e.artifacts / "204").iterdir()) == [
+        "collectbot-report",
+        "collectbot-result",
+        "collectbot-shard-1",
+        "collectbot-shard-2",
+    ]
+    assert "store: " in collected and "(read)" in collected
+    store = RunStore(str(e2e.store))
+    assert [e.run_id for e in store.entries()] == [baseline["run_id"]]
+    assert not (e2e.store / "stash").exists()
 
 
 def test_an_unapproved_label_runs_no_collection_and_is_explained(
     e2e: Env, baseline: dict[str, Any]
 ) -> None:
-    server = _server(e2e.head_sha, e2e.base_sha, [LABEL])
+    server = _server(e2e.head_sha, e2e.base_sha)
     stored = len(RunStore(str(e2e.store)).entries())
     with server.running():
         collected, published = _flow(e2e, server, "outsider", run_id=302)
@@ -351,14 +376,18 @@ def test_the_stored_baseline_is_a_merged_record_of_both_shards(
     merged = record.meta["merged_from"]
     assert merged["count"] == SHARDS and merged["missing"] == []
     assert [s["index"] for s in merged["shards"]] == [1, 2]
-    assert record.meta["image"]["ref"].startswith("collectbot-e2e-")
+    # A trusted job runs the image it built itself, by id (never a tag another job could move).
+    assert record.meta["image"]["ref"] == record.meta["image"]["digest"]
+    assert record.meta["image"]["ref"].startswith("sha256:")
+    assert record.meta["container"]["trust"] == "trusted"
+    assert record.meta["container"]["jit_cache"] == "persistent (trusted, read-write)"
     assert record.meta["counts"]["ok"] == record.meta["counts"]["planned"] == 16
 
 
 def test_a_paired_label_runs_an_ab_campaign_of_base_and_head(e2e: Env) -> None:
     """`~paired`: no shards and no stored baseline; base and head alternate on one device."""
     label = "collect/torch:gemm@smoke~paired"
-    server = _server(e2e.head_sha, e2e.base_sha, [label])
+    server = _server(e2e.head_sha, e2e.base_sha)
     with server.running():
         collected, published = _flow(e2e, server, "Codertocat", run_id=402, label=label)
     assert "published:" in published
@@ -370,3 +399,46 @@ def test_a_paired_label_runs_an_ab_campaign_of_base_and_head(e2e: Env) -> None:
     assert body.split("\n")[1].startswith("## ❌") and "new failure group" in body
     assert "merge-base" in body  # the baseline is the PR's base, collected alongside
     assert server.pulls[PR].labels == []
+
+
+def test_a_result_planted_in_the_store_is_never_published(e2e: Env, tmp_path: Path) -> None:
+    """Attack 1, the publisher's side: a PR job writes a green result bundle for another run
+    where the publisher once read results (`results/<repo>/<run id>` in the store). The
+    publisher reads only that run's own artifacts: the planted bundle is never posted."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+    from bot.github.plan import Plan
+    from bot.result_bundle import make_result
+    from tests.factories import gemm_case, simulated_runs, write_record
+
+    victim = 999  # a run of the victim PR that left no result (cancelled, say)
+    rng = np.random.default_rng(7)
+    cases = [gemm_case(m) for m in (1, 2, 4)]
+    base = write_record(tmp_path / "base", cases, lambda c: simulated_runs(rng, 1.0))
+    cand = write_record(tmp_path / "cand", cases, lambda c: simulated_runs(rng, 1.0))
+    result = CliRunner().invoke(
+        app, ["compare", str(base), str(cand), "--out", str(tmp_path / "c")]
+    )
+    assert result.exit_code == 0, result.output
+    plan = Plan(
+        trigger=True, code="approved", reason="forged", event="pull_request", action="labeled",
+        repo=REPO, pr=PR, label=LABEL, backend="torch", head_sha=e2e.head_sha,
+    )  # fmt: skip
+    (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
+    forged = tmp_path / "forged"
+    make_result(forged, plan_path=tmp_path / "plan.json", workflow_run_id=victim,
+                repo=REPO, head_sha=e2e.head_sha, comparison=tmp_path / "c")  # fmt: skip
+    RunStore(str(e2e.store)).stash(forged, f"results/{REPO}/{victim}")
+    server = _server(e2e.head_sha, e2e.base_sha)
+    with server.running():
+        labelled = server.label(PR, LABEL, "Codertocat")  # so approval alone would not stop it
+        conn = {"env": {"GITHUB_API_URL": server.url}, "secrets": {"GITHUB_TOKEN": BOT_TOKEN}}
+        _git(e2e.repo, "checkout", "-q", "main")
+        finished = _finished(e2e, victim, "Codertocat", labelled)
+        published = e2e.act("workflow_run", "publish.yml", finished, victim + 1, **conn)
+    assert "no result at" in published and "left nothing to publish" in published
+    assert server.issue_comments(PR) == [] and server.statuses == []
+    assert server.pulls[PR].labels == [LABEL]
+    assert not server.violations, "\n".join(server.violations[:10])

@@ -9,7 +9,7 @@ Run on the GPU machine from the repo root:
 (what `collectbot collect` does); `fixed` runs one collection F with adaptive stopping
 off, for the cost reference.
 `--placement-order between` builds each placement when sampling reaches it, in every
-collection (the experiment of noise probe 11).
+collection (the default now; `upfront` is the older order).
 Collections are driven round by round in rotating order (A B C, B C A, ...), the schedule
 that keeps drift from posing as a change. Analyse the run records offline with
 `python -m bench.gpu.analyse`.
@@ -61,7 +61,7 @@ def _cfg(
     )
 
 
-# The fixed protocol that adaptive stopping's cost is compared with (sessions 6 and 10).
+# The fixed protocol that adaptive stopping's cost is compared with.
 FIXED_RUNS = 10
 
 
@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=FIXED_RUNS)
     parser.add_argument("--minutes", type=float, default=8.0)
     parser.add_argument("--device", default="cuda:0")
-    # The cap of the `adaptive` phase (sessions 2-3: never more runs than the fixed protocol).
+    # The cap of the `adaptive` phase: never more runs than the fixed protocol.
     parser.add_argument("--adaptive-cap", type=int, default=10)
     parser.add_argument("--min-runs", type=int, default=Protocol.min_runs)
     parser.add_argument("--no-canary", action="store_true")
@@ -126,14 +126,14 @@ def main() -> None:
         if not args.no_canary:
             canary = Canary(slow=CaseSelector.parse(CANARY), factor=CANARY_FACTOR)
             # C times the 20 slowed cases only: detection is C against A on them, and
-            # false flags are the A/B comparison's to show (session 10 on: C on every
-            # GEMM no longer fit one device call once rounds took fresh workers).
+            # false flags are the A/B comparison's to show (C on every GEMM does not fit one
+            # device call now that rounds take fresh workers).
             slowed = CaseSelector.parse(CANARY)
             cfgs["C"] = _cfg(
                 args.out / "C", shipped, args.device, args.case_set, canary, ("gemm",), slowed
             )
     elif args.phase == "fixed":
-        # The fixed reference of sessions 6-10: 10 runs of every case, adaptive stopping off.
+        # The fixed reference: 10 runs of every case, adaptive stopping off.
         fixed = Protocol(
             runs=FIXED_RUNS, target_ci=0.0, placement_order=order, placements=args.placements
         )
@@ -144,7 +144,7 @@ def main() -> None:
             samples=8,
             target_sample_ms=1.0,
             idle_ratio=1.0,
-            min_runs=args.min_runs,  # sessions 2 and 3 ran with 3
+            min_runs=args.min_runs,
             target_ci=0.01,
             min_samples=4,
             placement_order=order,

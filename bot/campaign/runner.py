@@ -3,7 +3,7 @@
 Each version is a git ref of the collector's repository, checked out into a temporary
 worktree; each round of each side is one `collectbot collect --runs 1` process that runs
 that worktree's own code (its own PYTHONPATH and working directory). Rounds alternate
-A B B A A B ... (DESIGN.md section 6: blocks of A then B fake differences of several
+A B B A A B ... (docs/statistics.md: blocks of A then B fake differences of several
 percent, alternation keeps them under 0.3%). Every round's record is kept, raw, with its
 checksums; the rounds of a side are merged into one record; the device is checked after
 every round (GPU UUID; host and CPU model on a CPU).
@@ -40,6 +40,7 @@ from collector.environment import measured_code_environment
 from collector.errors import UserError
 from collector.ops import get_op
 from collector.record import RUN_JSON, RunRecord, read_record, sha256_file
+from collector.settings import cli_args
 
 SIDES = ("base", "head")
 CAMPAIGN_JSON = "campaign.json"
@@ -305,21 +306,8 @@ class Campaign:
         cmd += ["--paired", "--baseline-kind", self.cfg.baseline_kind]
         if confirmed:
             cmd += ["--confirm-base", "confirm/base-run", "--confirm-cand", "confirm/head-run"]
-        s = self.cfg.settings
-        cmd += [
-            "--min-effect",
-            str(s.min_effect),
-            "--noise-mult",
-            str(s.noise_mult),
-            "--alpha",
-            str(s.alpha),
-            "--size-only-threshold",
-            str(s.size_only_threshold),
-            "--seed",
-            str(s.seed),
-            "--out",
-            "comparison",
-        ]
+        cmd += cli_args(self.cfg.settings, every=True)
+        cmd += ["--out", "comparison"]
         return cmd
 
     def _write_manifest(self, status: str, confirmed: bool = False) -> Path:

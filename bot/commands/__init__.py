@@ -1,1 +1,1 @@
-"""One module per CLI subcommand; each registers itself on `bot.cli.app`."""
+"""One module per CLI subcommand: plain functions (and sub-apps) that `bot.cli` registers."""

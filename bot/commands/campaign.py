@@ -8,17 +8,27 @@ from typing import Annotated
 
 import typer
 
-from bot.cli import app
+from bot.compare.stats import Settings
 from bot.errors import one_line_errors
+from bot.options import settings_options
 from collector.errors import UserError
+from collector.settings import cli_args
+from collector.timing import Protocol
+
+# The protocol settings a campaign forwards to each round's `collect` (older refs know them).
+ROUND_PROTOCOL = ("samples", "warmup", "target_sample_ms", "idle_ratio", "use_graphs")
+ROUND_SETTINGS = ("min_effect", "noise_mult", "alpha", "seed")
+DEFAULT_PROTOCOL = Protocol()
+DEFAULT_SETTINGS = Settings()
 
 
 def _flag(name: str, value: object, default: object) -> list[str]:
     return [] if value == default or value is None else [name, str(value)]
 
 
-@app.command()
 @one_line_errors
+@settings_options(Settings, "settings", ROUND_SETTINGS)
+@settings_options(Protocol, "protocol", ROUND_PROTOCOL)
 def campaign(
     base: Annotated[str, typer.Option("--base", help="Git ref of the baseline collector (A).")],
     head: Annotated[str, typer.Option("--head", help="Git ref of the candidate collector (B).")],
@@ -44,15 +54,8 @@ def campaign(
     limit: Annotated[
         int | None, typer.Option(min=1, help="Keep only the first N cases of the plan.")
     ] = None,
-    samples: Annotated[int, typer.Option(min=1, help="Timed samples per run.")] = 8,
-    warmup: Annotated[int, typer.Option(min=0, help="Warm-up calls before timing.")] = 3,
-    target_sample_ms: Annotated[
-        float, typer.Option(min=0.001, help="Calls per sample are chosen so a sample lasts this.")
-    ] = 1.0,
-    idle_ratio: Annotated[
-        float, typer.Option(min=0.0, help="Idle time after each sample, as a multiple of it.")
-    ] = 1.0,
-    graphs: Annotated[bool, typer.Option(help="Time CUDA ops inside CUDA graphs.")] = True,
+    # The protocol options a round forwards to `collect` (both refs must know them).
+    protocol: Protocol = DEFAULT_PROTOCOL,
     confirm: Annotated[
         bool,
         typer.Option(
@@ -81,16 +84,7 @@ def campaign(
     baseline_kind: Annotated[
         str, typer.Option(help="What --base is, as the comment says: merge-base or explicit-run.")
     ] = "merge-base",
-    min_effect: Annotated[
-        float, typer.Option(min=0.0, help="Smallest relative change that can be a verdict.")
-    ] = 0.01,
-    noise_mult: Annotated[
-        float, typer.Option(min=0.0, help="Threshold in multiples of a case's run noise.")
-    ] = 2.0,
-    alpha: Annotated[
-        float, typer.Option(min=0.0001, max=0.5, help="False discovery rate across cases.")
-    ] = 0.05,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed of the comparison.")] = 20261130,
+    settings: Settings = DEFAULT_SETTINGS,
     quiet: Annotated[bool, typer.Option(help="No progress lines.")] = False,
 ) -> None:
     """Collect base and head collector versions alternately on one device and compare them.
@@ -101,7 +95,6 @@ def campaign(
     """
     from bot.campaign.runner import CampaignConfig, run_campaign
     from bot.compare.comparison import BASELINE_KINDS
-    from bot.compare.stats import Settings
 
     if baseline_kind not in BASELINE_KINDS:
         raise UserError(f"--baseline-kind: {baseline_kind!r} is not one of {BASELINE_KINDS}")
@@ -111,12 +104,7 @@ def campaign(
     if cases is not None:
         collect_args += ["--cases", str(cases.resolve())]
     collect_args += _flag("--case-set", case_set, "default")
-    collect_args += _flag("--samples", samples, 8)
-    collect_args += _flag("--warmup", warmup, 3)
-    collect_args += _flag("--target-sample-ms", target_sample_ms, 1.0)
-    collect_args += _flag("--idle-ratio", idle_ratio, 1.0)
-    if not graphs:
-        collect_args.append("--no-graphs")
+    collect_args += cli_args(protocol, ROUND_PROTOCOL)
     selection_args = _flag("--case-filter", case_filter, None) + _flag("--limit", limit, None)
     head_args = []
     if canary_slow:
@@ -136,7 +124,7 @@ def campaign(
         confirm_runs=confirm_runs,
         confirm_max=confirm_max,
         python=python,
-        settings=Settings(alpha=alpha, min_effect=min_effect, noise_mult=noise_mult, seed=seed),
+        settings=settings,
         baseline_kind=baseline_kind,
         round_timeout_s=round_timeout,
         command=["collectbot", *sys.argv[1:]] if sys.argv[1:2] == ["campaign"] else [],

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bot.cli import app
+from bot.commands.trust_option import TrustOpt
 from bot.errors import one_line_errors
+from bot.images.sandbox import Limits
+from bot.options import settings_options
+from collector import jsonfile
 from collector.caseplan import CaseSelector
 from collector.errors import UserError
+from collector.timing import Protocol
+
+DEFAULT_PROTOCOL = Protocol()
+LIMITS = Limits()
 
 if TYPE_CHECKING:
     from collector.engine import CollectConfig
@@ -32,8 +40,9 @@ def _selector(text: str | None, option: str) -> CaseSelector | None:
     return CaseSelector.parse(text, option=option) if text else None
 
 
-@app.command()
 @one_line_errors
+@settings_options(Protocol, "protocol")
+@settings_options(Limits, "limits", ("memory", "cpus", "shm_size"))
 def collect(
     out: Annotated[
         Path | None,
@@ -79,78 +88,8 @@ def collect(
     plan_only: Annotated[
         bool, typer.Option(help="Print the plan (counts, skips, hash) as JSON and exit.")
     ] = False,
-    runs: Annotated[
-        int,
-        typer.Option(
-            min=1, help="Runs per case, the unit of the statistics (the cap when adaptive)."
-        ),
-    ] = 16,
-    samples: Annotated[int, typer.Option(min=1, help="Timed samples per run.")] = 8,
-    warmup: Annotated[int, typer.Option(min=0, help="Warm-up calls before timing.")] = 3,
-    target_sample_ms: Annotated[
-        float,
-        typer.Option(min=0.001, help="Calls per sample are chosen so a sample lasts this long."),
-    ] = 1.0,
-    idle_ratio: Annotated[
-        float,
-        typer.Option(min=0.0, help="Idle time after each sample, as a multiple of its duration."),
-    ] = 1.0,
-    graphs: Annotated[bool, typer.Option(help="Time CUDA ops inside CUDA graphs.")] = True,
-    target_ci: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            help="Adaptive stopping: a case stops once its 95%% half-width is at most this "
-            "(0.008 = 0.8%%); 0 turns it off (every case takes --runs runs).",
-        ),
-    ] = 0.008,
-    min_runs: Annotated[
-        int,
-        typer.Option(
-            min=2,
-            help="Adaptive stopping: runs every case gets first (3 was validated on the "
-            "H200 with placements: see docs/benchmarks.md).",
-        ),
-    ] = 3,
-    max_redos: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            help="Redo a run this many times at most when half or more of its samples "
-            "stayed throttled after retakes (its median would be a throttled sample).",
-        ),
-    ] = 2,
-    max_retakes: Annotated[
-        int,
-        typer.Option(
-            min=0, help="Retake at most this many throttled samples per run (after a cool-down)."
-        ),
-    ] = 8,
-    clock_floor: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            max=1.0,
-            help="Retake a sample whose SM clock, measured on the GPU right after it, fell "
-            "below this fraction of the fastest measured for its case (0: NVML's throttle "
-            "reasons alone decide).",
-        ),
-    ] = 0.95,
-    placements: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Buffer sets per run for kernels under 50 us, samples visiting them in "
-            "blocks (their speed follows a memory-system state: see docs/benchmarks.md).",
-        ),
-    ] = 8,
-    placement_order: Annotated[
-        Literal["between", "upfront"],
-        typer.Option(
-            help="Build each buffer set when sampling reaches it ('between': one draw of "
-            "the memory state per set) or all before the first sample ('upfront').",
-        ),
-    ] = "between",
+    # One option per declared Protocol field (collector/timing.py), here in the help.
+    protocol: Protocol = DEFAULT_PROTOCOL,
     workers: Annotated[
         int | None,
         typer.Option(
@@ -158,13 +97,6 @@ def collect(
             help="Worker processes (default: one per visible GPU, one on CPU; 0: in-process).",
         ),
     ] = None,
-    fresh_workers: Annotated[
-        Literal["gpu", "always", "never"],
-        typer.Option(
-            help="Take each round after the first in fresh worker processes ('gpu': on CUDA "
-            "devices only), so that a case's runs do not share one process's memory state.",
-        ),
-    ] = "gpu",
     case_timeout: Annotated[
         float, typer.Option(min=1.0, help="Watchdog: seconds one run of one case may take.")
     ] = 600.0,
@@ -197,15 +129,12 @@ def collect(
     ] = None,
     cache_dir: Annotated[
         Path | None,
-        typer.Option(help="With --image: host folder for JIT caches (torch, Triton, FlashInfer)."),
+        typer.Option(
+            help="With --image: host folder for JIT caches (torch, Triton, FlashInfer); "
+            "written only with --trust trusted, else the container gets a private copy."
+        ),
     ] = None,
-    memory: Annotated[
-        str | None, typer.Option(help="With --image: container memory limit, e.g. 64g.")
-    ] = None,
-    cpus: Annotated[
-        float | None, typer.Option(help="With --image: container CPU limit, e.g. 8.")
-    ] = None,
-    shm_size: Annotated[str, typer.Option(help="With --image: size of /dev/shm.")] = "8g",
+    limits: Limits = LIMITS,
     pass_env: Annotated[
         list[str] | None,
         typer.Option(help="With --image: pass this host variable (allow-listed settings only)."),
@@ -214,6 +143,7 @@ def collect(
         float | None,
         typer.Option(min=1, help="With --image: stop the container after this many seconds."),
     ] = None,
+    trust: TrustOpt = "untrusted",
     framework_version: Annotated[
         str | None,
         typer.Option(
@@ -233,7 +163,6 @@ def collect(
     from collector.canary import Canary
     from collector.caseplan import parse_shard
     from collector.engine import CollectConfig, run_collection
-    from collector.timing import Protocol
     from collector.versions import EXPECTED_VERSION_ENV
 
     check_backend_name(backend)
@@ -269,22 +198,7 @@ def collect(
         limit=limit,
         shard=parse_shard(shard) if shard else None,
         rules_file=rules,
-        protocol=Protocol(
-            runs=runs,
-            samples=samples,
-            warmup=warmup,
-            target_sample_ms=target_sample_ms,
-            idle_ratio=idle_ratio,
-            use_graphs=graphs,
-            max_redos=max_redos,
-            max_retakes=max_retakes,
-            placements=placements,
-            placement_order=placement_order,
-            fresh_workers=fresh_workers,
-            clock_floor=clock_floor,
-            min_runs=min(min_runs, runs),
-            target_ci=target_ci,
-        ),
+        protocol=replace(protocol, min_runs=min(protocol.min_runs, protocol.runs)),
         canary=canary,
         resume=resume,
         quiet=quiet,
@@ -296,18 +210,16 @@ def collect(
         return
     if out is None:
         raise UserError("--out: required (the run record directory to write)")
-    cfg.command = collect_command(cfg)
-    if framework_version is not None:
-        cfg.command[-2:-2] = ["--framework-version", framework_version.strip()]
+    cfg.command = collect_command(
+        cfg, framework_version=framework_version.strip() if framework_version else None
+    )
     from bot.joblog import workflow_commands_off
 
     # What the measured code prints must not act on the job (workflow commands).
     if image is not None:
         from bot.images.container import container_options, run_collect_command
 
-        opts = container_options(
-            image, cache_dir, memory, cpus, shm_size, pass_env, container_timeout
-        )
+        opts = container_options(image, cache_dir, limits, pass_env, container_timeout, trust)
         with workflow_commands_off():
             run_json = run_collect_command(cfg, opts)
     else:
@@ -319,7 +231,9 @@ def collect(
 
 def _fail_if_run_failed(run_json: Path) -> None:
     """A run that could not measure at all (its backend did not start) ends non-zero."""
-    meta = json.loads(run_json.read_text())
+    meta = jsonfile.read(run_json)
+    if not isinstance(meta, dict):
+        raise UserError(f"{run_json}: must hold a JSON object")
     if meta.get("status") == "failed":
         reason = str(meta.get("error") or "see failures.json").splitlines()[0]
         raise UserError(f"run failed, record in {run_json.parent}: {reason}")

@@ -5,18 +5,22 @@ from __future__ import annotations
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from bot.cli import app
+from bot.compare.stats import Settings
 from bot.errors import one_line_errors
+from bot.options import options_given, settings_options
 from collector.errors import UserError
 
+DEFAULT_SETTINGS = Settings()
 
-@app.command()
+
 @one_line_errors
+@settings_options(Settings, "settings")
 def compare(
+    ctx: typer.Context,
     runs: Annotated[
         list[Path],
         typer.Argument(
@@ -26,44 +30,8 @@ def compare(
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Directory for comparison.json.")],
-    min_effect: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0,
-            help="Smallest relative change that can be a verdict (0.01 = 1%); default: the "
-            "config file's, else 1%.",
-            show_default=False,
-        ),
-    ] = None,
-    noise_mult: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0,
-            help="A case's threshold is at least this many times its run-to-run noise.",
-            show_default=False,
-        ),
-    ] = None,
-    alpha: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0001, max=0.5, help="False discovery rate across cases.", show_default=False
-        ),
-    ] = None,
-    size_only_threshold: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0,
-            help="Threshold for rows without samples (e.g. imported tables).",
-            show_default=False,
-        ),
-    ] = None,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            help="Bootstrap seed: the same records and seed give the same result.",
-            show_default=False,
-        ),
-    ] = None,
+    # One option per declared comparison setting (bot/compare/stats.py).
+    settings: Settings = DEFAULT_SETTINGS,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -108,19 +76,12 @@ def compare(
     """
     from bot.ci_config import load_ci_config
     from bot.compare.comparison import Baseline, compare_runs
-    from bot.compare.stats import Settings
     from collector.record import read_record
 
     ci_config = load_ci_config(config)
-    settings = ci_config.apply() if ci_config else Settings()
-    given: dict[str, Any] = {
-        "alpha": alpha,
-        "min_effect": min_effect,
-        "noise_mult": noise_mult,
-        "size_only_threshold": size_only_threshold,
-        "seed": seed,
-    }
-    settings = replace(settings, **{k: v for k, v in given.items() if v is not None})
+    if ci_config is not None:
+        given = options_given(ctx, Settings)
+        settings = replace(ci_config.apply(), **{name: getattr(settings, name) for name in given})
     if (confirm_base is None) != (confirm_cand is None):
         raise UserError("--confirm-base and --confirm-cand go together")
     confirm = None

@@ -7,12 +7,10 @@ from typing import Annotated
 
 import typer
 
-from bot.cli import app
 from bot.commands.result import env_int
 from bot.errors import one_line_errors
 
 
-@app.command()
 @one_line_errors
 def conclude(
     plan: Annotated[Path, typer.Option(help="plan.json from `collectbot plan`.")],

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bot.cli import app
+from bot.commands.trust_option import TrustOpt
 from bot.errors import one_line_errors
 from collector.errors import UserError
 
@@ -18,7 +18,6 @@ image_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-app.add_typer(image_app, name="image")
 
 ManifestOpt = Annotated[
     Path | None,
@@ -86,13 +85,16 @@ def _stage(
     out: Path | None,
     verify: bool,
     quiet: bool,
+    trust: str,
 ) -> None:
     from rich.console import Console
 
     from bot.images.build import now, obtain, write_result
     from bot.images.engine import connect
+    from bot.images.trust import parse_trust
     from bot.images.verify import verify_image
 
+    trusted = parse_trust(trust) == "trusted"
     pins, source = _pins(manifest, framework)
     console = Console(stderr=True, quiet=quiet, soft_wrap=True)
     client = connect()
@@ -110,9 +112,12 @@ def _stage(
             network_mode=build_network,
             log_path=log,
             console=console,
+            trusted=trusted,
         )
     how = "built" if result.built else ("pulled" if result.pulled else "reused")
-    if result.built:
+    if result.built and trusted:
+        how += " (trusted: no reuse, no layer cache)"
+    elif result.built:
         how += f" ({result.cached_steps} of {result.total_steps} steps from cache)"
     console.print(f"{how}: {result.ref} ({result.id[:19]})", markup=False, highlight=False)
     if verify:
@@ -123,7 +128,11 @@ def _stage(
         console.print(f"verified: {versions}", markup=False, highlight=False)
     if out is not None:
         write_result(result, out)
-    typer.echo(f"{result.ref}@{result.digest}" if result.repo_digest else result.ref)
+    if result.repo_digest:
+        typer.echo(f"{result.ref}@{result.digest}")
+    else:
+        # A trusted job runs what it built by id: a tag can be moved by any job on the engine.
+        typer.echo(result.id if trusted else result.ref)
 
 
 @image_app.command("ensure")
@@ -140,11 +149,13 @@ def ensure(
     out: OutOpt = None,
     verify: VerifyOpt = True,
     quiet: QuietOpt = False,
+    trust: TrustOpt = "untrusted",
 ) -> None:
     """Reuse the image for the current inputs, or pull or build it; then verify it.
 
     The tag is <repository>:<version>-<content hash>; an unchanged input is never rebuilt.
-    Prints the image reference on stdout.
+    Prints the image reference on stdout (with --trust trusted: the id of the image this job
+    built itself, without reusing any image or layer another job could have made).
     """
     _stage(
         force_build=False,
@@ -159,6 +170,7 @@ def ensure(
         out=out,
         verify=verify,
         quiet=quiet,
+        trust=trust,
     )
 
 
@@ -176,6 +188,7 @@ def build(
     out: OutOpt = None,
     verify: VerifyOpt = True,
     quiet: QuietOpt = False,
+    trust: TrustOpt = "untrusted",
 ) -> None:
     """Build the image even if its tag exists (unchanged layers still come from the cache)."""
     _stage(
@@ -191,6 +204,7 @@ def build(
         out=out,
         verify=verify,
         quiet=quiet,
+        trust=trust,
     )
 
 

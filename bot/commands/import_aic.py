@@ -8,11 +8,9 @@ from typing import Annotated
 
 import typer
 
-from bot.cli import app
 from bot.errors import one_line_errors
 
 
-@app.command("import-aic")
 @one_line_errors
 def import_aic(
     tables: Annotated[

@@ -8,11 +8,9 @@ from typing import Annotated
 
 import typer
 
-from bot.cli import app
 from bot.errors import one_line_errors
 
 
-@app.command()
 @one_line_errors
 def merge(
     shard_dirs: Annotated[

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 
-from bot.cli import app
 from bot.commands.github_options import (
     ApiUrl,
     AppId,
@@ -55,7 +54,6 @@ def _one_line(value: str) -> str:
     return value.replace("\r", " ").replace("\n", " ")
 
 
-@app.command()
 @one_line_errors
 def plan(
     event: Annotated[

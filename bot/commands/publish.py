@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 
-from bot.cli import app
 from bot.commands.github_options import (
     ApiUrl,
     AppId,
@@ -22,6 +21,7 @@ from bot.commands.github_options import (
     Token,
 )
 from bot.errors import one_line_errors
+from collector import jsonfile
 from collector.errors import UserError
 
 CHECK_KINDS = ("status", "check-run", "none")
@@ -30,16 +30,12 @@ CHECK_KINDS = ("status", "check-run", "none")
 def _load_plan(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{path}: plan not found (run `collectbot plan`)")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    data = jsonfile.read(path)
     if not isinstance(data, dict) or not isinstance(data.get("pr"), int):
         raise UserError(f"{path}: field 'pr' missing or not a number")
     return data
 
 
-@app.command()
 @one_line_errors
 def publish(
     comment: Annotated[
@@ -183,7 +179,11 @@ def publish(
     api = RepoApi(connect(cfg, repo_name), repo_name)
     try:
         if run_event is not None:
-            target = _pr_for_sha(api, run_event.head_sha)
+            from bot.github.approval import check_approval
+
+            target = _pr_for_run(api, run_event)
+            # A workflow run's comment: approved by a maintainer's label, GitHub says so.
+            check_approval(api, target, run_event, labels[0] if labels else None)
         else:
             number = pr if pr is not None else int((plan_data or {})["pr"])
             target = api.pull(number)
@@ -317,14 +317,17 @@ def _publish_result(
         raise_for_errors(done.report, done.rendered)
 
 
-def _pr_for_sha(api: Any, sha: str) -> Any:
-    """The open PR whose head is exactly this commit; never a number the PR's code wrote."""
-    matches = [p for p in api.pulls_for_commit(sha) if p.head_sha == sha and p.state == "open"]
+def _pr_for_run(api: Any, run: Any) -> Any:
+    """The one open PR from the run's head repository and branch at its head SHA; never a
+    number the PR's code wrote, nor a PR someone else opened on the same commit."""
+    from bot.github.deliver import branch_text, pulls_of_run
+
+    matches = pulls_of_run(api, run)
     if len(matches) != 1:
         found = ", ".join(f"#{p.number}" for p in matches) or "none"
         raise UserError(
-            f"--event: expected one open pull request with head {sha[:12]} on {api.repo}, "
-            f"found {found}"
+            f"--event: expected one open pull request from {branch_text(run)} at "
+            f"{run.head_sha[:12]} on {api.repo}, found {found}"
         )
     return matches[0]
 

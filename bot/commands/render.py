@@ -12,12 +12,10 @@ from typing import Annotated
 
 import typer
 
-from bot.cli import app
 from bot.errors import one_line_errors
 from collector.errors import UserError
 
 
-@app.command()
 @one_line_errors
 def render(
     cmp_dir: Annotated[

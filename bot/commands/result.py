@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 
-from bot.cli import app
 from bot.errors import one_line_errors
 from collector.errors import UserError
 
@@ -18,7 +17,6 @@ result_app = typer.Typer(
     "(data only, checksummed; the publisher renders the comment itself).",
     no_args_is_help=True,
 )
-app.add_typer(result_app, name="result")
 
 
 def env_int(name: str, default: int) -> int:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.cli import app
 from bot.errors import one_line_errors
 from collector.errors import UserError
+
+if TYPE_CHECKING:
+    from bot.store import RunStore
 
 store_app = typer.Typer(
     help="Keep run records in a run store (a directory or an fsspec URL such as "
     "s3://bucket/prefix), keyed by backend, framework version, GPU and ops.",
     no_args_is_help=True,
 )
-app.add_typer(store_app, name="store")
 
 StoreOption = Annotated[
     str,
@@ -28,6 +29,14 @@ StoreOption = Annotated[
     ),
 ]
 DEFAULT_STORE = "collectbot-store"
+
+
+def open_store(url: str) -> RunStore:
+    """The store at `url`, read-only when the job's configuration says so
+    (COLLECTBOT_STORE_ACCESS=read: every job of a pull request)."""
+    from bot.store import RunStore, read_only_from_env
+
+    return RunStore(url, read_only=read_only_from_env())
 
 
 @store_app.command("put")
@@ -43,9 +52,7 @@ def put(
     ] = 20,
 ) -> None:
     """Store a run record (validated and checksummed); prints the entry as JSON."""
-    from bot.store import RunStore
-
-    entry = RunStore(store).put(run_dir, ref=ref, keep=keep)
+    entry = open_store(store).put(run_dir, ref=ref, keep=keep)
     typer.echo(json.dumps(entry.summary(), sort_keys=True))
 
 
@@ -60,11 +67,11 @@ def list_entries(
     ref: Annotated[str | None, typer.Option(help="Only runs stored under this ref label.")] = None,
 ) -> None:
     """List stored runs, oldest first, one JSON object per line."""
-    from bot.store import RunStore, key_of
+    from bot.store import key_of
     from collector.record import read_record
 
     key = key_of(read_record(like).meta) if like is not None else None
-    for entry in RunStore(store).entries(key, ref):
+    for entry in open_store(store).entries(key, ref):
         typer.echo(json.dumps(entry.summary(), sort_keys=True))
 
 
@@ -85,10 +92,10 @@ def get(
     ] = None,
 ) -> None:
     """Fetch a stored run record, verifying every checksum; prints its directory."""
-    from bot.store import RunStore, key_of
+    from bot.store import key_of
     from collector.record import read_record
 
-    run_store = RunStore(store)
+    run_store = open_store(store)
     if (run_id is None) == (previous_for is None):
         raise UserError("give exactly one of --run-id and --previous-for")
     if run_id is not None:
@@ -113,10 +120,10 @@ def prune(
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Delete all but the newest runs of one key."""
-    from bot.store import RunStore, key_of
+    from bot.store import key_of
     from collector.record import read_record
 
-    removed = RunStore(store).prune(key_of(read_record(like).meta), keep)
+    removed = open_store(store).prune(key_of(read_record(like).meta), keep)
     for entry in removed:
         typer.echo(json.dumps(entry.summary(), sort_keys=True))
 
@@ -132,9 +139,7 @@ def stash(
     ] = None,
 ) -> None:
     """Hand a directory to a later job: upload it under NAME (replacing an older one)."""
-    from bot.store import RunStore
-
-    entry = RunStore(store).stash(src, name, label=label)
+    entry = open_store(store).stash(src, name, label=label)
     typer.echo(json.dumps(entry.summary(), sort_keys=True))
 
 
@@ -155,9 +160,9 @@ def unstash(
     ] = False,
 ) -> None:
     """Fetch a stash, verifying every checksum; prints each directory written."""
-    from bot.store import RunStore, check_stash_name
+    from bot.store import check_stash_name
 
-    run_store = RunStore(store)
+    run_store = open_store(store)
     name = check_stash_name(name)
     if not all_under:
         if missing_ok and not any(s.name == name for s in run_store.stashes(name)):
@@ -179,9 +184,7 @@ def stashes(
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """List stashes, one JSON object per line."""
-    from bot.store import RunStore
-
-    for entry in RunStore(store).stashes(prefix):
+    for entry in open_store(store).stashes(prefix):
         typer.echo(json.dumps(entry.summary(), sort_keys=True))
 
 
@@ -195,9 +198,9 @@ def drop(
     ] = False,
 ) -> None:
     """Delete a stash (after the job that needed it is done)."""
-    from bot.store import RunStore, check_stash_name
+    from bot.store import check_stash_name
 
-    run_store = RunStore(store)
+    run_store = open_store(store)
     name = check_stash_name(name)
     names = [s.name for s in run_store.stashes(name)] if all_under else [name]
     for each in names:
@@ -216,7 +219,5 @@ def prune_stashes(
     """Expire stashes that no job will fetch any more."""
     from datetime import timedelta
 
-    from bot.store import RunStore
-
-    for entry in RunStore(store).prune_stashes(timedelta(days=older_than_days)):
+    for entry in open_store(store).prune_stashes(timedelta(days=older_than_days)):
         typer.echo(json.dumps(entry.summary(), sort_keys=True))

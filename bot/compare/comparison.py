@@ -21,6 +21,7 @@ from bot.compare import stats
 from bot.compare.coverage import compare_coverage
 from bot.compare.failure_groups import compare_groups
 from bot.compare.latency import CONFIRM_VERDICTS, SAMPLES, CaseTable, compare_latency
+from collector import jsonfile
 from collector.errors import UserError
 from collector.record import RunRecord
 
@@ -62,7 +63,26 @@ def provenance(record: RunRecord) -> dict[str, Any]:
     out = {k: record.meta.get(k) for k in _PROVENANCE_FIELDS}
     out["path"] = str(record.path)
     out["source"] = record.meta.get("source", "collector")
+    out["panel"] = panel_brief(record.meta.get("panel"))
     return out
+
+
+def panel_brief(panel: Any) -> dict[str, Any] | None:
+    """What the record's calibration panel cost and covered (collector/panel.py)."""
+    from collector.panel import read_panel
+
+    devices = read_panel(panel)
+    if not devices:
+        return None
+    kernels = max(len(k) for k in devices.values())
+    runs = max(len(r) for k in devices.values() for _, r in k.values())
+    seconds = panel.get("device_seconds") if isinstance(panel, dict) else None
+    return {
+        "devices": sorted(devices),
+        "kernels": kernels,
+        "runs": runs,
+        "device_seconds": seconds if isinstance(seconds, (int, float)) else None,
+    }
 
 
 def _planned(record: RunRecord) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
@@ -115,7 +135,7 @@ class Baseline:
     `kind`: previous-run (the last stored run of the same key), merge-base (the PR's merge
     base, collected in the same job), imported-table (a perf table without samples) or
     explicit-run (any run record the user named). `paired`: collected alternately with the
-    candidate on the same device (the trustworthy form, DESIGN.md section 6).
+    candidate on the same device (the trustworthy form: docs/statistics.md).
     """
 
     kind: str | None = None  # None: imported-table for imported records, else explicit-run
@@ -255,11 +275,20 @@ def _warnings(
     bdev, cdev = base.meta.get("device", {}), cand.meta.get("device", {})
     if bdev.get("name") != cdev.get("name"):
         out.append(f"devices differ: baseline {bdev.get('name')!r}, candidate {cdev.get('name')!r}")
-    elif bdev.get("uuid") and cdev.get("uuid") and bdev.get("uuid") != cdev.get("uuid"):
-        # Measured: two H200s timed the same large GEMMs 3-4% apart (docs/benchmarks.md).
+    gpu = latency.get("gpu") or {}
+    cases = gpu.get("cases") or {}
+    if cases.get("uncalibrated"):
+        # Measured: two H200s timed the same GEMMs 0.1-2.8% apart by size (docs/fleet.md).
         out.append(
-            "the runs used two GPUs of the same model (UUIDs differ): two H200s timed the "
-            "same large GEMMs 3-4% apart, so a shift of that size may be the GPU, not the PR"
+            f"{cases['uncalibrated']} cases were measured on different GPUs and the records "
+            "carry no calibration panel for them: two H200s time the same GEMMs up to ~3% "
+            "apart, so those cases are not judged (inconclusive)"
+        )
+    elif cases.get("calibrated"):
+        out.append(
+            f"{cases['calibrated']} cases were measured on different GPUs: the GPUs' offset, "
+            f"measured by the calibration panel ({offset_text(gpu)}), was divided out and its "
+            "uncertainty added to each interval"
         )
     if base.meta.get("framework_version") != cand.meta.get("framework_version"):
         out.append(
@@ -292,9 +321,42 @@ def _warnings(
     return out
 
 
+def offset_text(gpu: dict[str, Any]) -> str:
+    """'GPUs differ by +1.2% to +2.4% by size' for a calibrated cross-GPU comparison."""
+    lo, hi = gpu.get("offset_range") or (None, None)
+    if lo is None or hi is None:
+        return "GPUs differ by an unknown offset"
+    if f"{(lo - 1) * 100:+.1f}" == f"{(hi - 1) * 100:+.1f}":
+        return f"GPUs differ by {(lo - 1) * 100:+.1f}%"
+    return f"GPUs differ by {(lo - 1) * 100:+.1f}% to {(hi - 1) * 100:+.1f}% by size"
+
+
+def gpu_headline(latency: dict[str, Any]) -> str | None:
+    """What the headline says about the GPUs: same GPU, cross-GPU calibrated (with the
+    offset), or not possible; None for records that do not say (docs/fleet.md)."""
+    gpu = latency.get("gpu") or {}
+    mode = gpu.get("mode")
+    if mode == "same-gpu":
+        return "same GPU"
+    if mode == "cross-gpu-calibrated":
+        return f"cross-GPU, calibrated: {offset_text(gpu)}"
+    if mode == "cross-gpu-uncalibrated":
+        return "cross-GPU without calibration: no latency verdict possible"
+    return None
+
+
 def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
     """Red: the PR breaks something; yellow: look closer; green: nothing moved."""
     reasons: list[tuple[str, str]] = []
+    uncalibrated = ((result["latency"].get("gpu") or {}).get("cases") or {}).get("uncalibrated")
+    if uncalibrated:
+        reasons.append(
+            (
+                YELLOW,
+                f"{_n(uncalibrated, 'case')} measured on different GPUs without a calibration "
+                "panel: not judged",
+            )
+        )
     groups = result["failure_groups"]
     summary = result["latency"]["summary"]["verdicts"]
     confirmation = result["confirmation"]
@@ -355,7 +417,10 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
     if any(f["level"] == RED for f in result["coverage"]["findings"]):
         parts.insert(0, "coverage lost")
     parts.append(f"{summary[stats.SAME]} unchanged")
-    return {"level": level, "headline": ", ".join(parts), "reasons": [r for _, r in reasons]}
+    headline = ", ".join(parts)
+    if (gpus := gpu_headline(result["latency"])) is not None:
+        headline += f" ({gpus})"
+    return {"level": level, "headline": headline, "reasons": [r for _, r in reasons]}
 
 
 def dispatch_verdicts(result: dict[str, Any]) -> dict[str, int]:
@@ -427,10 +492,7 @@ def load_comparison(path: Path) -> dict[str, Any]:
     target = path / COMPARISON_JSON if path.is_dir() else path
     if not target.is_file():
         raise UserError(f"{target}: comparison not found (run `collectbot compare` first)")
-    try:
-        data = json.loads(target.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{target}: not valid JSON ({exc})") from None
+    data = jsonfile.read(target)
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
         raise UserError(

@@ -7,7 +7,7 @@ from typing import Any
 
 from collector.failures import FailureRecord, identity_key, normalise_message
 
-# A group covering this share of an op's planned cases is systemic (DESIGN.md section 3).
+# A group covering this share of an op's planned cases is systemic.
 SYSTEMIC_SHARE = 1.0 / 3.0
 # New failures above this share of an op's planned cases ask for a human look.
 INVESTIGATE_SHARE = 0.10

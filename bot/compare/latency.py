@@ -4,7 +4,7 @@ Every matched case gets one row of a columnar table (`CaseTable`), which is writ
 to `cases.parquet`; `comparison.json` lists only the notable rows. The expensive statistics
 run batched over all sampled cases; rows without samples on a side (imported tables) are
 judged by size alone. With a confirmation pass (a paired re-measurement of the flagged
-cases, see `bot/compare/confirm.py`), those cases are judged again on all their runs.
+cases, `cases_to_confirm` below), those cases are judged again on all their runs.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bot.compare import stats
+from bot.compare import cross_gpu, stats
 from collector.ops import get_op
 from collector.record import RunRecord
 from collector.sample_checks import (
@@ -74,6 +74,8 @@ class CaseTable:
 
     cols: dict[str, np.ndarray]
     fields: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    # Which GPUs measured the sides (bot/compare/cross_gpu.py's gpu_section).
+    gpu: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.cols["key"])
@@ -105,6 +107,8 @@ class _OpMatch:
     table: pa.Table  # cand perf rows of the matched cases, in key order
     base_ms: np.ndarray
     kernel_base: np.ndarray
+    base_gpu: np.ndarray  # the GPU (UUID) that measured each side, None: unknown
+    cand_gpu: np.ndarray
     added: int
     removed: int
 
@@ -134,6 +138,10 @@ def _match(base: RunRecord, cand: RunRecord, op: str) -> _OpMatch:
         table=c_rows,
         base_ms=b_rows.column("latency").to_numpy(zero_copy_only=False).astype(float),
         kernel_base=np.asarray(b_rows.column("kernel_source").to_pylist(), dtype=object),
+        base_gpu=np.asarray(
+            cross_gpu.case_gpus(base, base.perf[op].take(pa.array(b_idx))), dtype=object
+        ),
+        cand_gpu=np.asarray(cross_gpu.case_gpus(cand, cand.perf[op].filter(valid)), dtype=object),
         added=int(added or 0),
         removed=int(np.count_nonzero(gone)),
     )
@@ -193,6 +201,8 @@ def build_case_table(
         "kernel_cand": np.empty(n, dtype=object),
         "base_ms": np.full(n, np.nan),
         "cand_ms": np.full(n, np.nan),
+        "base_gpu": np.full(n, None, dtype=object),
+        "cand_gpu": np.full(n, None, dtype=object),
     }
     field_names: list[str] = []
     field_values: dict[str, np.ndarray] = {}
@@ -209,6 +219,8 @@ def build_case_table(
         cols["kernel_cand"][sl] = m.table.column("kernel_source").to_pylist()
         cols["base_ms"][sl] = m.base_ms
         cols["cand_ms"][sl] = m.table.column("latency").to_numpy(zero_copy_only=False)
+        cols["base_gpu"][sl] = m.base_gpu
+        cols["cand_gpu"][sl] = m.cand_gpu
         for name in spec.field_names:
             if name not in field_values:
                 field_names.append(name)
@@ -245,6 +257,14 @@ def build_case_table(
         cols[name][idx] = first[name]
     for name in ("base_runs", "cand_runs"):
         cols[name][idx] = first[name].astype(np.int64)
+    # Sides measured on different GPUs: corrected by the panels' offset, or not judged.
+    cols["gpu_match"], fits = cross_gpu.pair_fits(base, cand, cols["base_gpu"], cols["cand_gpu"])
+    calibrated = {
+        int(i): (stats.run_medians(b), stats.run_medians(c))
+        for i, b, c in zip(sampled.index, sampled.base, sampled.cand, strict=True)
+        if cols["gpu_match"][i] == cross_gpu.CALIBRATED
+    }
+    cross_gpu.apply_offsets(cols, fits, calibrated, settings)
     _judge(cols, idx, settings)
     cols["first_verdict"] = np.full(n, None, dtype=object)
     cols["remeasured"] = np.zeros(n, dtype=bool)
@@ -256,7 +276,10 @@ def build_case_table(
     cols["confirm_cand_runs"] = np.zeros(n, dtype=np.int64)
     if confirm is not None:
         _apply_confirmation(cols, sampled, confirm, settings, rng)
+    # Never regressed, improved or same across GPUs without a measured offset.
+    cols["verdict"][cols["gpu_match"] == cross_gpu.UNCALIBRATED] = stats.INCONCLUSIVE
     table = CaseTable(cols, [(name, field_values[name]) for name in field_names])
+    table.gpu = cross_gpu.gpu_section(cols, fits, base, cand)
     added = {m.op: m.added for m in matches}
     removed = {m.op: m.removed for m in matches}
     return table, added, removed
@@ -548,6 +571,14 @@ def _case_dict(table: CaseTable, i: int) -> dict[str, Any]:
         for side in ("base", "cand")
         for what, name in (("outliers", side), ("samples", f"{side}_samples"))
     }
+    row["gpu"] = {
+        "base": _py(table["base_gpu"][i]),
+        "cand": _py(table["cand_gpu"][i]),
+        "match": str(table["gpu_match"][i]),
+        "offset": _py(table["offset"][i]),
+        "offset_sd": _py(table["offset_sd"][i]),
+        "raw_ratio": _py(table["raw_ratio"][i]),
+    }
     row["remeasured"] = bool(table["remeasured"][i])
     row["confirmed"] = bool(table["confirmed"][i])
     if row["remeasured"]:
@@ -618,5 +649,6 @@ def compare_latency(
         "dispatch_changes": _dispatch_changes(table),
         "histogram": _histogram(table["ratio"]),
         "outliers": outlier_summary(table),
+        "gpu": table.gpu,
     }
     return section, table

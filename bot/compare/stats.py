@@ -1,26 +1,15 @@
 """Statistics for latency comparisons, vectorised so that large comparisons stay fast.
 
-Why this shape (DESIGN.md section 6): samples inside one run need not be independent, so
-tests on samples flag most unchanged cases. Runs are the unit of the test (on per-run
-medians) and of the noise. The estimate is the 10% trimmed mean of all samples pooled over
-runs, with an interval from a two-level bootstrap (resample runs, then samples in each run).
-It uses every sample where a run's samples are independent draws, resists outlying samples,
-and follows a bimodal case (memory-sensitive GEMMs sit on two levels a few % apart) smoothly
-where a median jumps across the gap. Chosen on the recorded H200 A/A sessions 8, 10 and 11
-(p99 of |A/A difference| 1.12/1.12/1.25% against 1.24/1.15/1.50% for the pooled median);
-alone it failed a fresh session (12: 1.80%), and with adaptive stopping tightened to match
-it held in two (13 and 14: 1.05% and 1.11%; docs/benchmarks.md, "Sessions 12-14").
+Runs are the unit of the test (on per-run medians) and of the noise, since samples inside
+one run need not be independent. The estimate is the 10% trimmed mean of all samples pooled
+over runs, with an interval from a two-level bootstrap (resample runs, then samples in each
+run). Why this shape, and the H200 A/As that chose it: docs/statistics.md.
 
 The verdict rule (`verdicts`) asks three things of a regression: the run-level test is
 significant after Benjamini-Hochberg control across cases, the interval excludes every change
 smaller than `min_effect` (not merely "no change"), and the estimate exceeds the case's own
-noise threshold. Benjamini-Hochberg bounds the *share* of false discoveries: when a PR truly
-moves 100 cases it lets about `alpha x 100` unchanged cases through at p ~ 0.005. Requiring
-the interval to clear `min_effect` removes those (they sit at +1.0 to +1.5%), while a true
-+3% clears it easily. Simulated with realistic noise (0.5% run spread, 1% within-run CV,
-6 runs per side, 1,000 unchanged and 100 cases at +3%, 20 seeds): the previous rule
-(interval excludes 1) gave 0.9 false regressions per comparison (up to 3), this rule 0;
-detection 98-100 of 100. See tests/test_stats_simulation.py.
+noise threshold. The `min_effect` clause removes the unchanged cases Benjamini-Hochberg lets
+through when a PR truly moves many (docs/statistics.md; tests/test_stats_simulation.py).
 """
 
 from __future__ import annotations
@@ -34,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from collector.aggregate import LATENCY_TRIM, trimmed_mean
+from collector.settings import setting
 
 # scipy.stats is imported where it is used: it costs about a second of start-up, and a
 # comparison of imported tables (no samples) never needs it.
@@ -56,24 +46,89 @@ class MinEffectOverride:
     def matches(self, op: str, dtype: str) -> bool:
         return self.op in (None, op) and self.dtype in (None, dtype)
 
+    def spec(self) -> str:
+        """The command-line form: OP=VALUE, OP/DTYPE=VALUE or */DTYPE=VALUE."""
+        scope = f"{self.op or '*'}/{self.dtype}" if self.dtype else str(self.op)
+        return f"{scope}={self.min_effect}"
+
+    @classmethod
+    def parse(cls, text: str) -> MinEffectOverride:
+        """`spec`'s inverse; ValueError (naming what is wrong) for anything else."""
+        scope, sep, value = text.partition("=")
+        op, _, dtype = scope.strip().partition("/")
+        try:
+            effect = float(value)
+        except ValueError:
+            effect = float("nan")
+        bad_scope = not op or (op == "*" and not dtype)
+        if not sep or bad_scope or not (0.0 <= effect < float("inf")):
+            raise ValueError(f"{text!r:.80}: want OP=VALUE, OP/DTYPE=VALUE or */DTYPE=VALUE")
+        from collector.ops import OPS
+
+        if op != "*" and op not in OPS:
+            raise ValueError(f"{text!r:.80}: unknown op {op!r:.40} (known: {', '.join(OPS)})")
+        return cls(effect, None if op == "*" else op, dtype or None)
+
 
 @dataclass(frozen=True)
 class Settings:
-    alpha: float = 0.05  # false discovery rate across cases (Benjamini-Hochberg)
-    confidence: float = 0.95  # bootstrap interval
-    min_effect: float = 0.01  # smallest relative change worth a verdict
-    noise_mult: float = 2.0  # threshold grows with the case's own run-to-run noise
-    size_only_threshold: float = 0.05  # rows without samples: a plain size rule
+    # Benjamini-Hochberg.
+    alpha: float = setting(
+        0.05, min=0.0001, max=0.5, unit="fraction", help="False discovery rate across cases."
+    )
+    confidence: float = setting(
+        0.95, min=0.5, max=0.999, unit="fraction", help="Confidence of each case's interval."
+    )
+    min_effect: float = setting(
+        0.01,
+        min=0.0,
+        unit="fraction",
+        help="Smallest relative change that can be a verdict (0.01 = 1%).",
+    )
+    noise_mult: float = setting(
+        2.0,
+        min=0.0,
+        unit="x noise",
+        help="A case's threshold is at least this many times its run-to-run noise.",
+    )
+    size_only_threshold: float = setting(
+        0.05,
+        min=0.0,
+        unit="fraction",
+        help="Threshold for rows without samples (e.g. imported tables).",
+    )
     # The "same" band is never wider than this: a very noisy case is not "same".
-    max_same_band: float = 0.10
-    bootstrap: int = 2000
-    # Share of each case's pooled samples cut from each end before averaging (the row's
-    # latency uses the same): docs/benchmarks.md, "Sessions 12-14".
-    trim: float = LATENCY_TRIM
-    seed: int = 20261130
-    # Per-op or per-dtype minimum effects (a repository's .github/collectbot.yml): the most
-    # specific matching entry replaces `min_effect` for a case; a later one wins a tie.
-    min_effect_overrides: tuple[MinEffectOverride, ...] = ()
+    max_same_band: float = setting(
+        0.10,
+        min=0.0,
+        unit="fraction",
+        help="Widest band a case may be called unchanged in (a noisier one is inconclusive).",
+    )
+    bootstrap: int = setting(
+        2000, min=100, unit="replicates", help="Bootstrap replicates per case."
+    )
+    # The row's latency in the run record uses the same share (LATENCY_TRIM).
+    trim: float = setting(
+        LATENCY_TRIM,
+        min=0.0,
+        max=0.45,
+        unit="fraction",
+        help="Share of a case's samples cut from each end before averaging.",
+    )
+    seed: int = setting(
+        20261130, help="Bootstrap seed: the same records and seed give the same result."
+    )
+    # The most specific matching entry replaces `min_effect` for a case; a later one wins a
+    # tie. Usually set by a repository's .github/collectbot.yml (bot/ci_config.py).
+    min_effect_overrides: tuple[MinEffectOverride, ...] = setting(
+        (),
+        cli="min-effect-for",
+        unit="fraction",
+        help="A minimum effect for one op, one dtype or one op's dtype: OP=VALUE, "
+        "OP/DTYPE=VALUE or */DTYPE=VALUE (repeat the option for several).",
+        parse=MinEffectOverride.parse,
+        show=MinEffectOverride.spec,
+    )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,7 +229,7 @@ def bootstrap_batch(
     `packed` is (cases, runs, width) and `lengths` (cases, runs). Two levels: runs are
     resampled first, then samples within each picked run, each run at its own length; the
     replicate is the trimmed mean of everything drawn. Resampling runs keeps the interval honest
-    when a run's samples share one state (DESIGN.md section 6); resampling samples keeps it
+    when a run's samples share one state (docs/statistics.md); resampling samples keeps it
     from collapsing when runs are few. One draw of indices is shared by the cases of a
     batch: each case's bootstrap is still a valid bootstrap. Returns (cases, n_boot).
     """

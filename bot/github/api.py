@@ -49,6 +49,7 @@ class PullRequest:
     base_ref: str
     labels: tuple[str, ...]
     html_url: str
+    head_ref: str = ""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PullRequest:
@@ -62,6 +63,27 @@ class PullRequest:
             base_ref=str(base.get("ref")),
             labels=tuple(str(lbl.get("name")) for lbl in data.get("labels") or []),
             html_url=str(data.get("html_url") or ""),
+            head_ref=str(head.get("ref") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class IssueEvent:
+    """One entry of an issue's event log (GitHub's record: who did what, and when)."""
+
+    event: str  # labeled, unlabeled, ...
+    actor: str
+    label: str | None
+    created_at: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> IssueEvent:
+        label = data.get("label")
+        return cls(
+            event=str(data.get("event") or ""),
+            actor=str((data.get("actor") or {}).get("login") or ""),
+            label=str(label.get("name")) if isinstance(label, dict) else None,
+            created_at=str(data.get("created_at") or ""),
         )
 
 
@@ -92,6 +114,26 @@ class RepoApi:
     def pulls_for_commit(self, sha: str) -> list[PullRequest]:
         return [
             PullRequest.from_json(p) for p in self._paginate(f"{self.base}/commits/{_q(sha)}/pulls")
+        ]
+
+    def open_pulls_for_branch(self, head_repo: str, head_ref: str) -> list[PullRequest]:
+        """Open PRs whose head is branch `head_ref` of repository `head_repo` (a fork or this)."""
+        owner = head_repo.partition("/")[0]
+        found = self._paginate(
+            f"{self.base}/pulls", {"state": "open", "head": f"{owner}:{head_ref}"}
+        )
+        pulls = [PullRequest.from_json(p) for p in found]
+        return [
+            p
+            for p in pulls
+            if p.state == "open"
+            and p.head_repo.lower() == head_repo.lower()
+            and p.head_ref == head_ref
+        ]
+
+    def issue_events(self, number: int) -> list[IssueEvent]:
+        return [
+            IssueEvent.from_json(e) for e in self._paginate(f"{self.base}/issues/{number}/events")
         ]
 
     def permission(self, user: str) -> tuple[str, str | None]:

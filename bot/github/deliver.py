@@ -4,8 +4,10 @@ Runs in a `workflow_run` job with the write token and the default branch's code.
 GitHub's event (repository, run id, head SHA) and nothing the collection run wrote without
 checking it:
 - the bundle must belong to exactly the run that finished (repository, run id, head SHA);
-- the pull request is the open one whose head is that SHA, found through the API; a PR
-  number in the bundle must agree, and is never used on its own;
+- the pull request is the open one whose head is the run's head repository and branch at that
+  SHA, found through the API; a PR number in the bundle must agree, and is never used alone;
+- approval is re-derived from GitHub (`bot/github/approval.py`) before any comment or status:
+  a trigger label applied by a writer when the run started, whatever the bundle says;
 - the comment is rendered here, from a comparison that matches its schema or from a run
   record, never taken as markdown from the bundle;
 - a skipped plan's side effects are re-derived: a labeler said to lack write permission is
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.github.api import PullRequest, RepoApi
+from bot.github.approval import check_approval
 from bot.github.events import WorkflowRunEvent
 from bot.github.facts import Applied, apply_plan_actions
 from bot.github.labels import is_trigger_name
@@ -64,20 +67,47 @@ def check_binding(bundle: ResultBundle, event: WorkflowRunEvent) -> None:
             )
 
 
-def resolve_pull(api: RepoApi, bundle: ResultBundle, head_sha: str) -> PullRequest | None:
-    """The open PR whose head is exactly `head_sha`; None for a run that is no PR's."""
+def pulls_of_run(api: RepoApi, event: WorkflowRunEvent) -> list[PullRequest]:
+    """The open PRs whose head is the run's head repository and branch, at the run's SHA.
+
+    The SHA alone names no PR: anyone can open a second PR (from their fork) with the same
+    head commit. The head repository and branch are GitHub's record of where the run's code
+    came from; only PRs from there count. One branch opened against several bases leaves
+    more than one: GitHub's own list of the run's PRs (same-repository runs) narrows it.
+    """
+    if not event.head_repo or not event.head_branch:
+        return []
     matches = [
-        p for p in api.pulls_for_commit(head_sha) if p.head_sha == head_sha and p.state == "open"
+        p
+        for p in api.open_pulls_for_branch(event.head_repo, event.head_branch)
+        if p.head_sha == event.head_sha
     ]
+    if len(matches) > 1 and event.pull_requests:
+        matches = [p for p in matches if p.number in event.pull_requests]
+    return matches
+
+
+def branch_text(event: WorkflowRunEvent) -> str:
+    """The run's head repository and branch for a message (a branch name is anyone's text)."""
+    return repr(f"{event.head_repo or '(deleted)'}:{event.head_branch}")[:160]
+
+
+def resolve_pull(api: RepoApi, bundle: ResultBundle, event: WorkflowRunEvent) -> PullRequest | None:
+    """The PR of the run (`pulls_of_run`), refused while ambiguous; None for no PR's run."""
+    head_sha = event.head_sha
+    matches = pulls_of_run(api, event)
     claimed = bundle.plan.get("pr")
     if len(matches) > 1:
         found = ", ".join(f"#{p.number}" for p in matches)
-        raise UserError(f"more than one open pull request has head {head_sha[:12]}: {found}")
+        raise UserError(
+            f"more than one open pull request has head {branch_text(event)} at {head_sha[:12]}: "
+            f"{found}"
+        )
     if not matches:
         if claimed is not None:
             raise UserError(
-                f"no open pull request has head {head_sha[:12]} (the bundle names #{claimed}; "
-                "closed, or new commits since)"
+                f"no open pull request has head {branch_text(event)} at {head_sha[:12]} (the "
+                f"bundle names #{claimed}; closed, or new commits since)"
             )
         return None
     pull = matches[0]
@@ -184,7 +214,7 @@ def deliver(
     artifacts_url: str | None,
 ) -> Delivery:
     check_binding(bundle, event)
-    pull = resolve_pull(api, bundle, event.head_sha)
+    pull = resolve_pull(api, bundle, event)
     if bundle.kind == "skip":
         if pull is None:
             return Delivery("nothing", f"skipped ({bundle.plan['code']}); no pull request")
@@ -201,6 +231,8 @@ def deliver(
             pr=pull.number,
             applied=applied,
         )
+    # Before anything is posted: did a maintainer approve this run? GitHub says, not the bundle.
+    approval = check_approval(api, pull, event, bundle.plan.get("label")) if pull else None
     comment = render_bundle(bundle, workdir, event.head_sha, artifacts_url)
     rendered = load_rendered(comment)
     if pull is None:
@@ -213,7 +245,8 @@ def deliver(
             f"no open pull request has head {event.head_sha[:12]}; the comment is at {comment}",
             rendered=rendered,
         )
-    label = bundle.plan.get("label")
+    assert approval is not None
+    label = approval.label  # the label GitHub says approved the run, not the bundle's
     labels = list(opts.remove_labels)
     if label and is_trigger_name(label) and label not in labels:
         labels.append(label)

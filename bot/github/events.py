@@ -7,12 +7,13 @@ such text into a comment.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collector import jsonfile
 from collector.errors import UserError
+from collector.jsonfile import read_bytes
 
 PR_EVENTS = ("pull_request", "pull_request_target")
 
@@ -55,15 +56,16 @@ class WorkflowRunEvent:
     # Empty for fork PRs, and never proof of anything: resolve the PR from head_sha instead.
     pull_requests: tuple[int, ...]
     html_url: str = ""  # the run's page (its artifacts are linked from there)
+    # Who sent the event that started the run (the labeler, for a `labeled` pull_request
+    # event) and when GitHub created the run: the publisher re-derives approval from these.
+    actor: str = ""
+    created_at: str = ""
 
 
 def load_payload(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{path}: event payload not found")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: event payload is not valid JSON ({exc})") from None
+    data = jsonfile.loads(read_bytes(path), f"{path}: event payload")
     if not isinstance(data, dict):
         raise UserError(f"{path}: event payload must be a JSON object")
     return data
@@ -162,4 +164,6 @@ def parse_workflow_run_event(
         head_branch=r.get("workflow_run.head_branch", optional=True) or "",
         pull_requests=tuple(numbers),
         html_url=r.get("workflow_run.html_url", optional=True) or "",
+        actor=r.get("workflow_run.actor.login", optional=True) or "",
+        created_at=r.get("workflow_run.created_at", optional=True) or "",
     )

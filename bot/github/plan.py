@@ -1,6 +1,6 @@
 """The plan decision: does this event run PR code on a GPU runner, and which code exactly?
 
-A maintainer's trigger label is the approval (DESIGN.md section 7). It approves the head SHA
+A maintainer's trigger label is the approval (docs/security.md). It approves the head SHA
 the PR had when the label was applied, only when the labeler has write permission or more,
 and it is dropped as soon as new commits arrive. `decide_event` needs only the payload;
 `decide_with_facts` adds what only the API knows (the labeler's permission, the current head,

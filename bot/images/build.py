@@ -4,6 +4,10 @@
 or pull it from the registry the repository names; otherwise build. The engine's layer cache
 then reuses every layer whose inputs did not change, so a changed collector rebuilds only the
 collector's own layers.
+
+A trusted job (`trusted=True`, docs/security.md) reuses nothing another job on the engine
+could have made: no local tag, no pull, no layer cache. It builds from the pinned base, checks
+that the image it got sits on that base's layers, and is run by the image id it returns.
 """
 
 from __future__ import annotations
@@ -223,6 +227,7 @@ def build_image(
     console: Console,
     log_path: Path | None = None,
     network_mode: str | None = None,
+    nocache: bool = False,
 ) -> tuple[Any, int, int]:
     """Build; returns (image, cached steps, total steps). Errors end in one line."""
     import docker.errors
@@ -241,6 +246,7 @@ def build_image(
                 rm=True,
                 forcerm=True,
                 pull=False,
+                nocache=nocache,
                 decode=True,
                 network_mode=network_mode,
             )
@@ -268,6 +274,20 @@ def build_image(
         reason = " ".join(reason.split())[:300]
         raise UserError(f"image build {tag} failed{at}: {reason}{where}")
     return client.images.get(image_id), display.cached, display.total
+
+
+def check_on_base(client: Any, image: Any, base_ref: str, base_identity: str) -> None:
+    """The built image's first layers must be the base's: FROM resolved the base we hashed."""
+    pinned = parse_image_ref(base_ref, where="base image").digest is not None
+    # A digest reference is content-addressed; a local base is looked up by its image id.
+    base = client.images.get(base_ref if pinned else base_identity)
+    want = list(base.attrs["RootFS"]["Layers"])
+    got = list(image.attrs["RootFS"]["Layers"])
+    if got[: len(want)] != want:
+        raise UserError(
+            f"image {image.id}: not built on the base {base_ref} ({base_identity[:19]}); "
+            "the base was replaced during the build"
+        )
 
 
 def push_image(client: Any, tag: str, console: Console) -> str:
@@ -319,8 +339,12 @@ def obtain(
     log_path: Path | None = None,
     console: Console,
     collector_dir: Path | None = None,
+    trusted: bool = False,
 ) -> ImageResult:
-    """Reuse or build the image for `pins`; push on request. Does not verify."""
+    """Reuse or build the image for `pins`; push on request. Does not verify.
+
+    `trusted`: never reuse (tag, registry or layer cache); build from the base and check it.
+    """
     parse_image_ref(repository, where="--repository")
     if ":" in repository.rpartition("/")[2] or "@" in repository:
         raise UserError(f"--repository {repository!r}: give a repository without tag or digest")
@@ -343,7 +367,7 @@ def obtain(
         base_identity=base_identity,
     )
     image = None
-    if reuse and not force_build:
+    if reuse and not force_build and not trusted:
         image = find_local(client, tag)
         if image is None:
             image = try_pull(client, tag, console)
@@ -354,9 +378,17 @@ def obtain(
             result.pulled = False
     if image is None:
         image, result.cached_steps, result.total_steps = build_image(
-            client, ctx, tag, console=console, log_path=log_path, network_mode=network_mode
+            client,
+            ctx,
+            tag,
+            console=console,
+            log_path=log_path,
+            network_mode=network_mode,
+            nocache=trusted,
         )
         result.built = True
+        if trusted:
+            check_on_base(client, image, base_ref, base_identity)
     result.id = str(image.id)
     if push:
         result.repo_digest = push_image(client, tag, console)

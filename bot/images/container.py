@@ -3,10 +3,13 @@
 The host plans (so bad options fail before anything starts), writes the collection as a JSON
 config into a read-only input mount, and runs `python -m collector run` in the image with the
 sandbox of `sandbox.py`: no network, a read-only root, the output directory and the JIT caches
-as the only writable mounts, GPUs through device requests, no host environment. The run
-record is written by the collector straight into the host's output directory.
+as the only writable mounts (the persistent cache only for a trusted job; an untrusted one
+gets a private copy, thrown away after the run: `trust.py`), GPUs through device requests,
+no host environment. The collector writes the run record into the output directory.
 
-Afterwards the host attaches what the container did (`container.log`, and a `container` block
+Afterwards the host takes the output folder back as hostile (`output.py`: a fresh folder
+with copies of its regular files only; links and special files are dropped, never followed),
+then attaches what the container did (`container.log`, and a `container` block
 in run.json: exit code, OOM kill, image id and digest, limits), both checksummed in run.json.
 A container that died (killed, out of memory, crashed) leaves its checkpoint: the host
 re-finalises the record from it and marks it `partial` (`recover.py`); `--resume` continues it.
@@ -29,6 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
+from bot.images.output import take_output
 from bot.images.recover import attach_container, record_after_exit
 from bot.images.sandbox import (
     CACHE,
@@ -42,6 +46,7 @@ from bot.images.sandbox import (
     gpu_request,
     passthrough_env,
 )
+from bot.images.trust import Trust, parse_trust, require_content_ref
 from bot.render.sanitize import clean
 from collector.config_io import write_config
 from collector.engine import CollectConfig
@@ -60,6 +65,7 @@ class ContainerOptions:
     limits: Limits = field(default_factory=Limits)
     env_names: list[str] = field(default_factory=list)
     timeout_s: float | None = None
+    trust: Trust = "untrusted"
 
 
 @dataclass
@@ -112,6 +118,27 @@ def _prepare_out(cfg: CollectConfig) -> None:
 
 
 @contextmanager
+def jit_cache(cache_dir: Path, trust: Trust) -> Iterator[tuple[Path, str]]:
+    """(host folder to mount, what it is). Trusted: the persistent cache itself. Untrusted: a
+    private copy of it (links copied as links, never followed), deleted after the run, so a
+    replaced or added file (a Triton launcher .so) never reaches the persistent cache."""
+    if trust == "trusted":
+        for sub in JIT_CACHE_DIRS:
+            (cache_dir / sub).mkdir(parents=True, exist_ok=True)
+        yield cache_dir.resolve(), "persistent (trusted, read-write)"
+        return
+    private = Path(tempfile.mkdtemp(prefix="collectbot-jit-"))
+    try:
+        if cache_dir.is_dir():
+            shutil.copytree(cache_dir, private, symlinks=True, dirs_exist_ok=True)
+        for sub in JIT_CACHE_DIRS:
+            (private / sub).mkdir(parents=True, exist_ok=True)
+        yield private, "private copy (untrusted, discarded)"
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+@contextmanager
 def _forward_stop(stop: threading.Event, do_stop: Any) -> Iterator[None]:
     """SIGTERM/SIGINT on the host stop the container gracefully (it finalises as partial)."""
 
@@ -141,18 +168,21 @@ def collect_in_container(
     base_plan = cfg.base_plan()
     if not base_plan.cases:
         raise UserError("the plan selects no cases (check --ops, --cases, --case-filter, --shard)")
+    if opts.trust == "trusted":
+        require_content_ref(opts.image)
     image_id, digest, labels = image_identity(client, opts.image)
     gpus, inside_device = gpu_request(cfg.device)
     _prepare_out(cfg)
     cfg.out = cfg.out.resolve()
-    for sub in JIT_CACHE_DIRS:
-        (opts.cache_dir / sub).mkdir(parents=True, exist_ok=True)
     env = {**JIT_CACHE_ENV, **passthrough_env(opts.env_names, os.environ)}
     sha = git_sha()
     if sha:
         env["COLLECTBOT_GIT_SHA"] = sha
     started = time.time()
-    with tempfile.TemporaryDirectory(prefix="collectbot-in-") as tmp:
+    with (
+        jit_cache(opts.cache_dir, opts.trust) as (cache, cache_kind),
+        tempfile.TemporaryDirectory(prefix="collectbot-in-") as tmp,
+    ):
         in_dir = Path(tmp)
         inner = replace(
             cfg,
@@ -178,7 +208,7 @@ def collect_in_container(
             mounts=[
                 BindMount(cfg.out, OUT, read_only=False),
                 BindMount(in_dir, IN, read_only=True),
-                BindMount(opts.cache_dir.resolve(), CACHE, read_only=False),
+                BindMount(cache, CACHE, read_only=False),
             ],
             gpus=gpus,
             limits=opts.limits,
@@ -222,6 +252,8 @@ def collect_in_container(
         oom = bool(info.get("OOMKilled"))
         with suppress(docker.errors.APIError):
             container.remove(force=True)
+    # The container is gone: nothing it left can change now. Keep only its regular files.
+    dropped = take_output(cfg.out)
     container_block = {
         "image_ref": opts.image,
         "image_id": image_id,
@@ -233,6 +265,9 @@ def collect_in_container(
         "seconds": round(time.time() - started, 1),
         "network": "none",
         "read_only_root": True,
+        "dropped": dropped,
+        "trust": opts.trust,
+        "jit_cache": cache_kind,
         "device_host": cfg.device,
         "device_inside": inside_device,
         "gpus": gpus,
@@ -296,18 +331,18 @@ def run_collect_command(cfg: CollectConfig, opts: ContainerOptions) -> Path:
 def container_options(
     image: str,
     cache_dir: Path | None,
-    memory: str | None,
-    cpus: float | None,
-    shm_size: str,
+    limits: Limits,
     pass_env: list[str] | None,
     timeout_s: float | None,
+    trust: str = "untrusted",
 ) -> ContainerOptions:
     opts = ContainerOptions(
         image=image,
         cache_dir=cache_dir or default_cache_dir(),
-        limits=Limits(memory=memory, cpus=cpus, shm_size=shm_size),
+        limits=limits,
         env_names=list(pass_env or []),
         timeout_s=timeout_s,
+        trust=parse_trust(trust),
     )
     opts.limits.check()
     return opts

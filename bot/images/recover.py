@@ -11,12 +11,13 @@
 
 from __future__ import annotations
 
-import json
+import os
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from collector import jsonfile
 from collector.caseplan import Plan
 from collector.engine import CollectConfig, resolve_plan
 from collector.errors import UserError
@@ -41,7 +42,7 @@ def _now() -> str:
 
 
 def _meta_from(run_json: Path) -> dict[str, Any]:
-    data = json.loads(run_json.read_text())
+    data = jsonfile.read(run_json)
     if not isinstance(data, dict):
         raise UserError(f"{run_json}: not a JSON object")
     return {k: v for k, v in data.items() if k not in _RECORD_KEYS}
@@ -94,7 +95,7 @@ def record_after_exit(
     exit_code = int(block["exit_code"])
     if run_json.exists():
         meta = _meta_from(run_json)
-        status = str(json.loads(run_json.read_text()).get("status"))
+        status = str(jsonfile.read(run_json).get("status"))
         finished = exit_code == 0 and meta.get("finished_at") is not None
         # A complete record already holds everything (its checkpoint is gone); without a
         # checkpoint there is nothing newer than the last partial record to add.
@@ -129,10 +130,15 @@ def record_after_exit(
 def attach_container(out: Path, block: dict[str, Any], log: bytes) -> None:
     """Add container.log and the `container` block to run.json, checksummed like the rest."""
     run_json = out / RUN_JSON
-    record = json.loads(run_json.read_text())
+    record = jsonfile.read(run_json)
     if len(log) > _LOG_LIMIT:
         log = b"[... earlier output cut ...]\n" + log[-_LOG_LIMIT:]
-    (out / CONTAINER_LOG).write_bytes(log)
+    # A fresh file renamed into place: never written through whatever held the name before.
+    tmp = out / f".{CONTAINER_LOG}.{uuid.uuid4().hex[:8]}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(log)
+    tmp.replace(out / CONTAINER_LOG)
     record["container"] = block
     record.setdefault("files", {})[CONTAINER_LOG] = sha256_file(out / CONTAINER_LOG)
     record["files"] = dict(sorted(record["files"].items()))

@@ -1,7 +1,8 @@
 """How every collectbot container is locked down (pure: builds the docker SDK's arguments).
 
 No network, a read-only root filesystem, all capabilities dropped, no privilege gain, limits
-on memory, CPUs and processes, and an environment built from an explicit allow-list: the
+on memory (64g unless asked otherwise), CPUs and processes, locked memory bounded by the
+memory limit, and an environment built from an explicit allow-list: the
 host's environment never enters, and a name that looks like a secret is refused even when a
 user asks for it. Writable places are the bind mounts the caller lists and a tmpfs /tmp.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from collector.environment import SECRET_NAME, looks_secret
 from collector.errors import UserError
+from collector.settings import setting
 
 # Container paths.
 OUT = "/collectbot/out"
@@ -56,14 +58,26 @@ PASSABLE = re.compile(
 # One definition of what looks like a credential, shared with the local worker pool.
 SECRET = SECRET_NAME
 _SIZE = re.compile(r"^[0-9]+[bkmg]?$", re.I)
+_UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+# Every container gets a memory limit: without one, measured code can take the host's memory.
+DEFAULT_MEMORY = "64g"
+
+
+def size_bytes(size: str) -> int:
+    """`64g` -> bytes (docker's units: b, k, m, g; a bare number is bytes)."""
+    unit = size[-1].lower()
+    return int(size[:-1]) * _UNITS[unit] if unit in _UNITS else int(size)
 
 
 @dataclass(frozen=True)
 class Limits:
-    memory: str | None = None
-    cpus: float | None = None
+    memory: str = setting(
+        DEFAULT_MEMORY,
+        help="With --image: container memory limit (it also bounds the locked memory).",
+    )
+    cpus: float | None = setting(None, help="With --image: container CPU limit, e.g. 8.")
     pids: int = 4096
-    shm_size: str = "8g"
+    shm_size: str = setting("8g", help="With --image: size of /dev/shm.")
     tmp_size: str = "4g"
 
     def check(self) -> None:
@@ -129,9 +143,8 @@ class Sandbox:
             "stdin_open": False,
             "tty": False,
         }
-        if self.limits.memory is not None:
-            out["mem_limit"] = self.limits.memory
-            out["memswap_limit"] = self.limits.memory
+        out["mem_limit"] = self.limits.memory
+        out["memswap_limit"] = self.limits.memory
         if self.limits.cpus is not None:
             out["nano_cpus"] = int(self.limits.cpus * 1e9)
         if self.user is not None:
@@ -140,8 +153,10 @@ class Sandbox:
             out["name"] = self.name
         if self.gpus is not None:
             out["device_requests"] = [DeviceRequest(device_ids=self.gpus, capabilities=[["gpu"]])]
-            # Pinned host memory for CUDA copies and NCCL, as NVIDIA recommends.
-            out["ulimits"] = [Ulimit(name="memlock", soft=-1, hard=-1)]
+            # Pinned host memory for CUDA copies and NCCL (NVIDIA suggests unlimited), bounded
+            # by the memory limit so that locked pages cannot take the host's memory.
+            locked = size_bytes(self.limits.memory)
+            out["ulimits"] = [Ulimit(name="memlock", soft=locked, hard=locked)]
         return out
 
 

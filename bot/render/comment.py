@@ -1,4 +1,4 @@
-"""Render a comparison into the evidence comment (DESIGN.md section 4).
+"""Render a comparison into the evidence comment.
 
 Verdict first; details in `<details>` blocks; a hidden marker on the first line names the
 bot, backend and GPU (so each posts and updates its own comment) and carries the run id and
@@ -24,7 +24,7 @@ from markupsafe import Markup
 from bot import __version__
 from bot.ci_config import settings_line
 from bot.compare import stats
-from bot.render.sanitize import finalize, md_block, md_code, md_text
+from bot.render.sanitize import finalize, md_block, md_code, md_text, md_url
 
 GITHUB_COMMENT_LIMIT = 65536
 MARKER_PREFIX = "<!-- collectbot "
@@ -199,6 +199,73 @@ def ratio_chart(cases: list[dict[str, Any]], histogram: dict[str, Any] | None = 
     )
 
 
+def short_uuid(uuid: str | None) -> str:
+    """A GPU UUID as the comment shows it: its first 12 characters (GPU-11f4dd46)."""
+    return str(uuid)[:12] if uuid else "–"
+
+
+def side_gpus(comparison: dict[str, Any]) -> tuple[str, str]:
+    """Which GPUs measured each side's cases (per case, from latency.gpu), as text."""
+    gpu = comparison["latency"].get("gpu") or {}
+    sides: tuple[dict[str, str], dict[str, str]] = ({}, {})
+    for g in gpu.get("same_gpus") or []:
+        for side in sides:
+            side[str(g.get("uuid"))] = str(g.get("name") or "")
+    for pair in gpu.get("pairs") or []:
+        for side, key in zip(sides, ("base", "cand"), strict=True):
+            side[str(pair[key].get("uuid"))] = str(pair[key].get("name") or "")
+    return tuple(  # type: ignore[return-value]
+        ", ".join(f"{name} {short_uuid(u)}".strip() for u, name in sorted(side.items())) or "–"
+        for side in sides
+    )
+
+
+def gpu_line(comparison: dict[str, Any]) -> str | None:
+    """One sentence on which GPUs measured the sides and what that did to the verdict."""
+    gpu = comparison["latency"].get("gpu") or {}
+    cases = gpu.get("cases") or {}
+    mode = gpu.get("mode")
+    if mode in (None, "unknown"):
+        return None
+    if mode == "same-gpu":
+        return "Both sides of every case were measured on the same GPU."
+    parts = []
+    if cases.get("same"):
+        parts.append(f"{cases['same']} cases were measured on the same GPU on both sides")
+    for pair in gpu.get("pairs") or []:
+        where = f"{short_uuid(pair['base'].get('uuid'))} → {short_uuid(pair['cand'].get('uuid'))}"
+        fit = pair.get("fit") or {}
+        if pair.get("calibrated"):
+            lo, hi = fit.get("offset_range") or (None, None)
+            span = (
+                f"{fmt_change(lo)} to {fmt_change(hi)} by kernel size"
+                if lo is not None and hi is not None
+                else "an unknown offset"
+            )
+            parts.append(
+                f"{pair['cases']} cases crossed GPUs ({where}): by the calibration panels the "
+                f"candidate's GPU differs by {span} (per-kernel scatter "
+                f"{fit.get('scatter', 0) * 100:.2f}%); that offset is divided out and its "
+                "uncertainty added to each interval"
+            )
+        else:
+            parts.append(
+                f"{pair['cases']} cases crossed GPUs ({where}) with no calibration panel on "
+                "both sides: they are not judged"
+            )
+    return "; ".join(parts) + "."
+
+
+def _panel_text(side: dict[str, Any]) -> str:
+    panel = side.get("panel")
+    if not panel:
+        return "none"
+    seconds = panel.get("device_seconds")
+    cost = f", {seconds:.1f} device s" if isinstance(seconds, (int, float)) else ""
+    n = len(panel.get("devices") or [])
+    return f"{panel.get('kernels')} kernels x {panel.get('runs')} runs on {n} GPU(s){cost}"
+
+
 def _provenance_rows(base: dict[str, Any], cand: dict[str, Any]) -> list[dict[str, Any]]:
     def dev(side: dict[str, Any], key: str) -> str:
         return str((side.get("device") or {}).get(key) or "–")
@@ -220,6 +287,7 @@ def _provenance_rows(base: dict[str, Any], cand: dict[str, Any]) -> list[dict[st
         ),
         ("device", lambda s: dev(s, "name")),
         ("device UUID", lambda s: dev(s, "uuid")),
+        ("calibration panel", _panel_text),
         ("driver / CUDA", lambda s: f"{dev(s, 'driver')} / {dev(s, 'cuda')}"),
         ("torch", lambda s: ver(s, "torch")),
         ("vLLM", lambda s: ver(s, "vllm")),
@@ -337,6 +405,7 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         )
     ops = ", ".join(cand.get("ops") or [])
     device = (cand.get("device") or {}).get("name", "unknown device")
+    base_gpus, cand_gpus = side_gpus(comparison)
     return {
         "marker": Markup(marker_for(comparison, opts.head_sha).render()),
         "icon": ICONS[verdict["level"]],
@@ -395,9 +464,14 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
             for side, key in (("baseline", "base"), ("candidate", "cand"))
             for a in comparison["anomalies"][key]
         ][: opts.detail_rows],
-        "provenance": _provenance_rows(base, cand),
+        "provenance": [
+            *_provenance_rows(base, cand),
+            {"name": "measured on (GPUs)", "base": base_gpus, "cand": cand_gpus},
+        ],
+        # Escaped here, with room for several GPU pairs (UUIDs and names come from run.json).
+        "gpu_line": md_text(line, limit=1500) if (line := gpu_line(comparison)) else None,
         "reproduce": reproduce_commands(comparison),
-        "artifacts_url": opts.artifacts_url,
+        "artifacts_url": md_url(opts.artifacts_url),
         "version": __version__,
         "schema_version": comparison["schema_version"],
         "baseline_kind": comparison["baseline"].get("kind", "run")
@@ -532,7 +606,7 @@ def _run_context(info: Any, opts: RenderOptions) -> dict[str, Any]:
         "log_tail": info.log_tail if opts.detail_rows else None,
         "provenance": [{"name": n, "value": v or "–"} for n, v in provenance],
         "reproduce": shlex.join(command) if command else None,
-        "artifacts_url": opts.artifacts_url,
+        "artifacts_url": md_url(opts.artifacts_url),
         "version": __version__,
     }
 

@@ -14,7 +14,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from bot import __version__
-from bot.render.comment import ICONS, case_label, fmt_change, fmt_ms
+from bot.render.comment import ICONS, case_label, fmt_change, fmt_ms, side_gpus
 
 VERDICT_COLORS = {
     "regressed": "#d1242f",
@@ -262,6 +262,15 @@ def render_html_report(
                 "cand": (cand.get("device") or {}).get(k),
             }
             for k in ("name", "uuid", "driver", "cuda")
+        ]
+        + [
+            dict(
+                zip(
+                    ("name", "base", "cand"),
+                    ("measured on (GPUs)", *side_gpus(comparison)),
+                    strict=True,
+                )
+            )
         ]
         + [
             {

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.render.comment import Marker
+from collector import jsonfile
 from collector.errors import UserError
 
 SIDECAR_VERSION = 1
@@ -62,7 +63,7 @@ def load_rendered(comment: Path) -> Rendered:
     if not side.is_file():
         raise UserError(f"{side}: sidecar missing (`collectbot render` writes it next to the .md)")
     try:
-        data = json.loads(side.read_text())
+        data = jsonfile.read(side)
         level = str(data["level"])
         meta = RenderedMeta(
             kind=str(data["kind"]),

@@ -8,7 +8,6 @@ finalising. It never raises on a broken run directory: the breakage is the findi
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,8 @@ from typing import Any
 
 from bot.compare.comparison import provenance
 from bot.compare.failure_groups import summarise_groups
-from collector.errors import RunRecordError
+from collector import jsonfile
+from collector.errors import RunRecordError, UserError
 from collector.failures import FailureRecord
 from collector.record import CHECKPOINT, RUN_JSON, CheckpointState, read_record
 
@@ -61,9 +61,9 @@ def load_run_info(
         raw = run_dir / RUN_JSON
         if raw.is_file():
             try:
-                loaded = json.loads(raw.read_text())
+                loaded = jsonfile.read(raw)
                 meta = loaded if isinstance(loaded, dict) else {}
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except UserError:
                 meta = {}
         state = CheckpointState.load(run_dir / CHECKPOINT)
         status = "unreadable" if raw.is_file() else "missing"

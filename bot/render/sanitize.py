@@ -2,7 +2,7 @@
 
 Anything a PR's code can produce (exception messages, tracebacks, case names, branch names)
 is untrusted. After these functions it cannot ping anyone, inject HTML, break out of its
-table cell or code block, or forge the bot's hidden marker.
+table cell or code block, become a live link, or forge the bot's hidden marker.
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
 _MENTION = re.compile(r"@(?=[A-Za-z0-9_-])")
 _ISSUE_REF = re.compile(r"#(?=\d)")
+# What GitHub turns into links by itself: `GH-1`, `https://...` (full issue and PR URLs become
+# cross-references), `www.` and `mailto:`/`xmpp:` autolinks. A zero-width space breaks each.
+_AUTOLINK = re.compile(r"(?i)gh-(?=\d)|:(?=//)|www(?=\.)|(?:mailto|xmpp):")
+# A link target the bot itself builds (the run's artifacts page): https, no markdown syntax.
+_SAFE_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[A-Za-z0-9._~/%=&?+-]*)?")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 ZWSP = "\u200b"
 
@@ -33,6 +38,8 @@ def clean(text: object, limit: int = 2000) -> str:
 
 
 def _no_pings(s: str) -> str:
+    """No mention, issue reference or autolink: GitHub would ping, cross-reference or link."""
+    s = _AUTOLINK.sub(lambda m: m.group() + ZWSP, s)
     return _ISSUE_REF.sub("#" + ZWSP, _MENTION.sub("@" + ZWSP, s))
 
 
@@ -62,6 +69,13 @@ def md_block(text: object, limit: int = 4000, lang: str = "") -> Markup:
     fence = "`" * max(3, longest + 1)
     # GitHub does not ping from code blocks, but the body must not carry a mention at all.
     return Markup(f"{fence}{lang}\n{_no_pings(s)}\n{fence}")
+
+
+def md_url(url: str | None) -> Markup | None:
+    """A link target for `[text](url)`: only a plain https URL passes, anything else is dropped."""
+    if url is None or not _SAFE_URL.fullmatch(url):
+        return None
+    return Markup(url)
 
 
 def finalize(value: object) -> object:

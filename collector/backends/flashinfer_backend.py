@@ -43,7 +43,7 @@ DISTRIBUTION = "flashinfer-python"
 OPS = FRAMEWORK_OPS
 INSTALL_HINT = (
     "pip install flashinfer-python==<pin> (offline: pip install --no-index --no-deps from a "
-    "wheel folder; README, 'FlashInfer backend')"
+    "wheel folder; docs/backends.md, 'The FlashInfer backend')"
 )
 
 

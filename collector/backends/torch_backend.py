@@ -25,7 +25,7 @@ def _generator(device: str) -> torch.Generator:
 
 
 def rotation_copies(weight_bytes: int, l2_bytes: int) -> int:
-    """Weight copies needed so that consecutive calls miss the cache (DESIGN.md section 5)."""
+    """Weight copies needed so that consecutive calls miss the cache."""
     if l2_bytes <= 0 or weight_bytes <= 0:
         return 1
     return max(1, min(MAX_COPIES, math.ceil(2 * l2_bytes / weight_bytes)))
@@ -57,7 +57,7 @@ def _prepare_gemm(p: dict[str, Any], device: str, l2_bytes: int) -> Prepared:
     On the H200, re-preparing a case moved small GEMMs by up to 15% between runs when only
     the weights rotated: where a single activation or output buffer lands in memory sets the
     speed of every call of the run. Rotating all three averages placements inside each sample
-    (docs/benchmarks.md, noise probes).
+    (docs/statistics.md).
     """
     m, n, k, dtype = p["m"], p["n"], p["k"], p["gemm_dtype"]
     if dtype == "fp8_block":

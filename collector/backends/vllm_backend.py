@@ -30,7 +30,7 @@ from collector.versions import installed_version, require_pin
 DISTRIBUTION = "vllm"
 OPS = FRAMEWORK_OPS
 INSTALL_HINT = (
-    "install the pinned wheel bundle (collectbot bundle; README, 'Offline GPU runners') "
+    "install the pinned wheel bundle (collectbot bundle; docs/backends.md, 'Offline GPU runners') "
     "or pip install vllm==<pin>"
 )
 

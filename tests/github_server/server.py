@@ -8,6 +8,7 @@ server gives is validated against the OpenAPI subset; violations are collected i
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import re
@@ -107,6 +108,7 @@ class GitHubServer:
         self.pulls: dict[int, PullState] = {}
         self.comments: dict[int, dict[str, Any]] = {}  # id -> {issue, body, user, times}
         self.statuses: list[dict[str, Any]] = []
+        self.issue_events: dict[int, list[dict[str, Any]]] = {}  # number -> event log
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.faults: list[Fault] = []
         self.holds: list[Hold] = []
@@ -127,6 +129,19 @@ class GitHubServer:
     def add_pull(self, pull: PullState) -> PullState:
         self.pulls[pull.number] = pull
         return pull
+
+    def label(self, number: int, name: str, actor: str) -> str:
+        """`actor` applies label `name` to PR `number` now: the label and GitHub's event log
+        entry for it. Returns the event's created_at (a run it starts is created after)."""
+        with self.lock:
+            pr = self.pulls[number]
+            if name not in pr.labels:
+                pr.labels.append(name)
+            at = self.now()
+            self.issue_events.setdefault(number, []).append(
+                {"event": "labeled", "actor": actor, "label": name, "created_at": at}
+            )
+            return at
 
     def add_comment(self, number: int, body: str, token: str) -> int:
         with self.lock:
@@ -433,6 +448,39 @@ class _Handler(BaseHTTPRequestHandler):
                 for pr in gh.pulls.values()
                 if pr.head_sha == p["commit_sha"]
             ]
+            chunk, headers = self._page(items, query, path)
+            return 200, chunk, headers
+        if op_id == "pulls/list":
+            state = query.get("state", ["open"])[0]
+            head = query.get("head", [None])[0]
+            items = [
+                gh._pull_simple_json(pr)
+                for pr in gh.pulls.values()
+                if state in ("all", pr.state)
+                and (head is None or head == f"{pr.head_repo.split('/')[0]}:{pr.head_ref}")
+            ]
+            chunk, headers = self._page(items, query, path)
+            return 200, chunk, headers
+        if op_id == "issues/list-events":
+            number = int(p["issue_number"])
+            if number not in gh.pulls:
+                return self._not_found()
+            template = example("issue-event-for-issue-items")[0]
+            items = []
+            for i, e in enumerate(gh.issue_events.get(number, [])):
+                out = copy.deepcopy(template)
+                actor = User(e["actor"], 7000 + i)
+                out.update(
+                    id=9000 + i,
+                    event=e["event"],
+                    created_at=e["created_at"],
+                    actor=gh._user_json(actor),
+                    label={"name": e["label"], "color": "f29513"},
+                    commit_id=None,
+                    commit_url=None,
+                    performed_via_github_app=None,
+                )
+                items.append(out)
             chunk, headers = self._page(items, query, path)
             return 200, chunk, headers
         if op_id == "repos/get-collaborator-permission-level":
