@@ -141,6 +141,32 @@ def test_the_most_specific_override_wins() -> None:
     assert s.min_effect_for("context_attention", "bfloat16") == 0.01
 
 
+def test_the_overrides_are_a_command_line_option_too(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # --min-effect-for is the declared field's option: the file's override, spelt as a flag.
+    flagged = _compare(
+        pair, tmp_path / "cli", "--min-effect", "0.05", "--min-effect-for", "*/float32=0.01"
+    )
+    assert {k for k, v in flagged.items() if v == "regressed"} == {
+        c.key for c in CASES if c.dtype == "float32"
+    }
+    data = json.loads((tmp_path / "cli" / "comparison.json").read_text())
+    assert data["settings"]["min_effect_overrides"] == [
+        {"min_effect": 0.01, "op": None, "dtype": "float32"}
+    ]
+    for spec in ("gemm=0.02", "gemm/fp8=0.04", "*/fp8=0.03"):
+        assert MinEffectOverride.parse(spec).spec() == spec
+    # A bad item names itself; an unknown op lists the known ones.
+    for bad, message in (("gemmm=0.02", "unknown op 'gemmm'"), ("gemm=-1", "want OP=VALUE")):
+        result = runner.invoke(
+            app,
+            ["compare", *map(str, pair), "--out", str(tmp_path / "o"), "--min-effect-for", bad],
+        )
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert "Traceback" not in result.output
+
+
 def test_the_case_set_per_label_applies_only_when_the_label_names_none() -> None:
     cfg = CiConfig.from_json({"case_sets": {"collect/torch:gemm": "smoke"}}, "x")
     assert cfg.case_set_for("collect/torch:gemm") == "smoke"
