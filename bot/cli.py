@@ -16,6 +16,7 @@ from bot.commands import (
     compare,
     conclude,
     demo,
+    history,
     image,
     import_aic,
     merge,
@@ -66,4 +67,6 @@ app.command()(merge.merge)
 app.command()(plan.plan)
 app.command()(publish.publish)
 app.command()(render.render)
+app.command()(history.history)
+app.command()(history.site)
 app.add_typer(store.store_app, name="store")

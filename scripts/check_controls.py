@@ -470,6 +470,24 @@ CONTROLS = [
         (edit("bot/conclude.py", '    carried = plan.get("ci_config")', "    carried = None"),),
         ("tests/test_ci_config.py::test_the_plan_carries_the_base_branchs_config_to_conclude",),
     ),
+    Control(
+        "R40",
+        "a damaged stored run is skipped with a warning",
+        (edit("bot/history/source.py", '                warn(f"skipped stored run {run.name}: {exc}")', "                pass"),),
+        ("tests/test_history.py::test_a_damaged_run_is_skipped_with_a_warning",),
+    ),
+    Control(
+        "S50a",
+        "the site's templates autoescape",
+        (edit("bot/site/build.py", "        autoescape=True,", "        autoescape=False,"),),
+        ("tests/test_site.py::test_hostile_text_is_escaped",),
+    ),
+    Control(
+        "S50b",
+        "the site's SVG labels are escaped",
+        (edit("bot/site/svg.py", '        tip = f"<title>{escape(p.label)}</title>"', '        tip = f"<title>{p.label}</title>"'),),
+        ("tests/test_site.py::test_trend_svg_places_points_intervals_and_failures",),
+    ),
 ]  # fmt: skip
 
 

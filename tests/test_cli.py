@@ -28,6 +28,8 @@ COMMANDS = [
     "merge",
     "conclude",
     "result",
+    "history",
+    "site",
 ]
 
 

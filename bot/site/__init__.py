@@ -1,0 +1,1 @@
+"""`collectbot site`: the run store's histories as a static HTML site (no server, no network)."""
