@@ -215,13 +215,16 @@ def test_trusted_and_untrusted_jobs_use_separate_runner_groups() -> None:
     # The reusable baseline runs its trusted jobs for the default branch only, whoever calls
     # it: every job needs `settings`, which runs for schedule or the default branch's ref.
     jobs = WORKFLOWS["collectbot-baseline.yml"]["jobs"]
-    guard = jobs["settings"]["if"]
+    [resolve] = jobs["settings"]["steps"]
+    guard = resolve["env"]["DEFAULT_BRANCH"]
     assert "format('refs/heads/{0}', github.event.repository.default_branch)" in guard
     assert "github.event_name != 'pull_request'" in guard
+    assert 'if [ "$DEFAULT_BRANCH" != true ]' in resolve["run"]
     for job_id, job in jobs.items():
         if job_id == "settings":
             continue  # GitHub-hosted, no PR code and no store
         assert "settings" in job["needs"], job_id
+        assert "needs.settings.outputs.trusted == 'true'" in job["if"], job_id
         names = set(re.findall(r"vars\.(COLLECTBOT_[A-Z_]+)", job["runs-on"]))
         assert names and all(n.startswith("COLLECTBOT_TRUSTED_") for n in names), job_id
 

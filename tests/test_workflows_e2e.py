@@ -495,13 +495,18 @@ def _documented_callers() -> dict[str, str]:
     return callers
 
 
-def test_a_new_repository_with_only_the_callers_and_a_config_file_gets_one_sticky_comment(
-    e2e: Env,
-) -> None:
-    """Acceptance (issue 24): no collectbot sources in the repository; every job installs the
-    pinned collectbot (the wheel built from this checkout, as the runners' package)."""
-    from bot import __version__
+@dataclass
+class NewRepo:
+    path: Path
+    base_sha: str
+    head_sha: str
+    where: dict[str, Any]  # Env.act's repository, stand-ins and variables for it
 
+
+@pytest.fixture(scope="module")
+def new_repo(e2e: Env) -> NewRepo:
+    """A repository holding only the documented callers and a config file: `main`, and a
+    pull request's head on `feature`."""
     repo = e2e.work / "new-repo"
     for rel, text in _documented_callers().items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -544,13 +549,31 @@ def test_a_new_repository_with_only_the_callers_and_a_config_file_gets_one_stick
         "standins": standins,
         "variables": {"COLLECTBOT_STORE": str(e2e.work / "new-store")},
     }
+    return NewRepo(repo, base_sha, head_sha, where)
+
+
+def _new_repo_labeled(e2e: Env, new: NewRepo) -> dict[str, Any]:
+    event = _labeled(e2e, "Codertocat")
+    event["pull_request"]["head"]["sha"] = new.head_sha
+    event["pull_request"]["base"]["sha"] = new.base_sha
+    return event
+
+
+def test_a_new_repository_with_only_the_callers_and_a_config_file_gets_one_sticky_comment(
+    e2e: Env, new_repo: NewRepo
+) -> None:
+    """Acceptance (issue 24): no collectbot sources in the repository; every job installs the
+    pinned collectbot (the wheel built from this checkout, as the runners' package)."""
+    from bot import __version__
+
+    repo, base_sha, head_sha, where = (
+        new_repo.path, new_repo.base_sha, new_repo.head_sha, new_repo.where
+    )  # fmt: skip
     server = _server(head_sha, base_sha)
     with server.running():
         labelled = server.label(PR, LABEL, "Codertocat")
         conn = {"env": {"GITHUB_API_URL": server.url}, "secrets": {"GITHUB_TOKEN": BOT_TOKEN}}
-        event = _labeled(e2e, "Codertocat")
-        event["pull_request"]["head"]["sha"] = head_sha
-        event["pull_request"]["base"]["sha"] = base_sha
+        event = _new_repo_labeled(e2e, new_repo)
         _git(repo, "checkout", "-q", "feature")
         collected = e2e.act("pull_request", "collect.yml", event, 502, **conn, **where)
         _git(repo, "checkout", "-q", "main")
@@ -579,3 +602,32 @@ def test_a_new_repository_with_only_the_callers_and_a_config_file_gets_one_stick
         "collectbot-shard-1",
         "collectbot-shard-2",
     ]
+
+
+def test_a_pull_request_calling_the_reusable_baseline_gets_no_trusted_job(
+    e2e: Env, new_repo: NewRepo
+) -> None:
+    """A pull request's run uses the PR's own workflow files: one that makes its collection
+    caller call the baseline workflow (at the pinned SHA, which it cannot edit) would reach
+    the trusted runners and the store's write access. The reusable baseline runs nothing
+    outside the default branch."""
+    repo = new_repo.path
+    _git(repo, "checkout", "-q", "-b", "hostile", "feature")
+    caller = repo / ".github" / "workflows" / "collect.yml"
+    text = caller.read_text()
+    assert "collectbot-collect.yml" in text
+    caller.write_text(text.replace("collectbot-collect.yml", "collectbot-baseline.yml"))
+    _git(repo, "commit", "-q", "-am", "run the baseline from a pull request")
+    event = _new_repo_labeled(e2e, new_repo)
+    event["pull_request"]["head"]["sha"] = _git(repo, "rev-parse", "HEAD")
+    try:
+        log = e2e.act("pull_request", "collect.yml", event, 602, **new_repo.where)
+    finally:
+        _git(repo, "checkout", "-q", "feature")
+    assert "not a run of the default branch (pull_request, refs/pull/" in log
+    for job in ("image", "collect 1/", "store"):
+        assert f"collectbot baseline (reusable)/{job}" not in log, job
+    assert "Install the pinned collectbot" not in log
+    assert (
+        not (e2e.work / "new-store").exists() or not RunStore(str(e2e.work / "new-store")).entries()
+    )
