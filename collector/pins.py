@@ -186,11 +186,14 @@ def load_manifest(path: Path) -> Manifest:
 
 
 def default_manifest_path() -> Path:
-    """$COLLECTBOT_MANIFEST, else the checkout's `images/manifest.yaml`."""
+    """$COLLECTBOT_MANIFEST, else the checkout's `images/manifest.yaml`, else the copy an
+    installed wheel carries (bot/images/data/, a path: the collector never imports bot)."""
     env = os.environ.get("COLLECTBOT_MANIFEST")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "images" / "manifest.yaml"
+    root = Path(__file__).resolve().parent.parent
+    checkout = root / "images" / "manifest.yaml"
+    return checkout if checkout.is_file() else root / "bot" / "images" / "data" / "manifest.yaml"
 
 
 def load_image_pins(path: Path = IMAGE_PINS_PATH) -> FrameworkPins | None:

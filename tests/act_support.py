@@ -261,7 +261,9 @@ def dry_run_payload(name: str, into: Path) -> Path:
     if name == "workflow_dispatch":
         data["inputs"] = {"backend": "torch", "ops": "gemm", "case_set": "smoke"}
     if name == "push":
+        # The baseline runs for the default branch only (act expands matrices of skipped jobs).
         data["ref"] = "refs/heads/main"
+        data["repository"].update(default_branch="main", master_branch="main")
     path = into / f"{name}.json"
     path.write_text(json.dumps(data))
     return path

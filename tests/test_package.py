@@ -65,6 +65,20 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_demo(tmp_path: Path) 
         cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert str(env_dir) in where.stdout and str(ROOT) not in where.stdout
+    # The image stage's files come with the wheel: an installed collectbot builds the image.
+    paths = subprocess.run(
+        [str(py), "-c", "from bot.images.context import DOCKERFILE, REQUIREMENTS;"
+         "from collector.pins import default_manifest_path as m;"
+         "print(DOCKERFILE, REQUIREMENTS, m(), sep='\\n')"],
+        cwd=tmp_path, env={k: v for k, v in env.items() if k != "COLLECTBOT_MANIFEST"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    for line in paths.stdout.split():
+        assert line.startswith(str(env_dir)) and Path(line).is_file(), line
+    assert (
+        Path(paths.stdout.split()[0]).read_text()
+        == (ROOT / "images" / "collector.Dockerfile").read_text()
+    )
     demo = subprocess.run(
         [str(cli), "demo", "--out", str(tmp_path / "demo")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,

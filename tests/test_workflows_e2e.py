@@ -22,15 +22,23 @@ act stand-ins of the artifact actions (tests/act_support.py), per run id, as Git
 pull request job writes the run store. The same label applied
 by an account with read permission runs no collection at all, and the publisher removes the
 label with an explanation.
+
+The workflows are collectbot's thin callers of its reusable workflows, and every job installs
+the pinned collectbot: the wheel built from this checkout (the runners' COLLECTBOT_PACKAGE),
+layered on this interpreter's dependencies. The last test is the install story: a new
+repository with only the documented callers and a config file, the reusable workflows taken
+from this checkout through act's `--local-repository`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,6 +65,8 @@ BREAKAGE = (
     '            raise RuntimeError("new tiling: k=512 is not supported")\n'
 )
 # Quick, still real: three runs of three samples per case, in the container, on the CPU.
+# act names a called workflow's jobs <caller job>/<reusable workflow's name>/<job>.
+JOBS = "collectbot/collectbot collect (reusable)/"
 COLLECT_OPTIONS = "--runs 3 --samples 3 --warmup 1 --target-sample-ms 0.2 --idle-ratio 0"
 
 
@@ -101,26 +111,30 @@ class Env:
     standins: list[str]
     logs: Path
     artifacts: Path
+    manifest: str  # the framework pins for this machine (CPU torch)
 
     def act(
         self, event: str, workflow: str, data: dict[str, Any], run_id: int, **extra: Any
     ) -> str:
+        """act `event` on `workflow`; `repo`, `standins` and `variables` default to the scratch
+        copy of collectbot's repository and its settings."""
+        repo: Path = extra.get("repo", self.repo)
         event_file = self.work / f"{event}-{run_id}.json"
         event_file.write_text(json.dumps(data))
         cmd = act_command(
             event,
             event_file,
-            workflow=self.repo / ".github" / "workflows" / workflow,
-            standins=self.standins,
+            workflow=repo / ".github" / "workflows" / workflow,
+            standins=extra.get("standins", self.standins),
             env={**self.env, "GITHUB_RUN_ID": str(run_id), **extra.get("env", {})},
-            variables=self.variables,
+            variables={**self.variables, **extra.get("variables", {})},
             secrets=extra.get("secrets"),
             cache=self.work / "act-cache",
         )
         started = time.monotonic()
         proc = subprocess.run(
             cmd,
-            cwd=self.repo,
+            cwd=repo,
             capture_output=True,
             text=True,
             timeout=900,
@@ -152,6 +166,25 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     repo = work / "repo"
     repo.mkdir()
     _copy_checkout(repo)
+    import torch
+
+    # The config file: the framework pins, with this machine's CPU torch for the stand-in base.
+    manifest = (
+        "schema_version: 1\nframeworks:\n  vllm:\n"
+        f'    version: "0.24.0"\n    torch: "{str(torch.__version__).split("+")[0]}"\n'
+        '    flashinfer: "0.6.12"\n    cuda: "cpu"\n'
+        '    base_image: "docker.io/vllm/vllm-openai:v0.24.0@sha256:'
+        '251eba5cc7c12fed0b75da22a9240e582b1c9e39f6fbc064f86781b963bd814f"\n'
+    )
+    (repo / "images" / "manifest.yaml").write_text(manifest)
+    # The pinned collectbot the workflows install: the wheel built from this checkout (the
+    # runners' COLLECTBOT_PACKAGE, as an offline fleet's wheel house would provide it).
+    dist = work / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(ROOT)],
+        check=True,
+    )
+    (wheel,) = dist.glob("collectbot-*.whl")
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "config", "user.email", "ci@example.invalid")
     _git(repo, "config", "user.name", "ci")
@@ -167,16 +200,6 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     backend.write_text(text.replace(anchor, BREAKAGE))
     _git(repo, "commit", "-q", "-am", "new GEMM tiling")
     head_sha = _git(repo, "rev-parse", "HEAD")
-    import torch
-
-    manifest = work / "manifest.yaml"
-    manifest.write_text(
-        "schema_version: 1\nframeworks:\n  vllm:\n"
-        f'    version: "0.24.0"\n    torch: "{str(torch.__version__).split("+")[0]}"\n'
-        '    flashinfer: "0.6.12"\n    cuda: "cpu"\n'
-        '    base_image: "docker.io/vllm/vllm-openai:v0.24.0@sha256:'
-        '251eba5cc7c12fed0b75da22a9240e582b1c9e39f6fbc064f86781b963bd814f"\n'
-    )
     store = work / "store"
     repository = f"collectbot-e2e-{os.getpid()}"
     logs = work / "logs"
@@ -201,14 +224,16 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             "COLLECTBOT_CAMPAIGN_OPTIONS": f"{CAMPAIGN_OPTIONS}",
         },
         env={
-            # The runners' own set-up: an interpreter with the dependencies, the manifest.
+            # The runners' own set-up: an interpreter with the dependencies (collectbot goes
+            # into a venv layered on it) and where pip gets the pinned collectbot.
             "COLLECTBOT_PYTHON": sys.executable,
-            "COLLECTBOT_MANIFEST": str(manifest),
+            "COLLECTBOT_PACKAGE": str(wheel),
             "COLLECTBOT_GITHUB_THROTTLE": "0",
         },
         standins=standin_args(work / "standins", repo, artifacts=work / "artifacts"),
         logs=logs,
         artifacts=work / "artifacts",
+        manifest=manifest,
     )
     yield env
     for image in client.images.list(name=repository):
@@ -358,7 +383,7 @@ def test_an_unapproved_label_runs_no_collection_and_is_explained(
     assert not server.violations, "\n".join(server.violations[:10])
     assert "skip (labeler-lacks-permission)" in collected
     for job in ("image", "collect 1/", "conclude"):
-        assert f"[collectbot collect/{job}" not in collected, job
+        assert f"{JOBS}{job}" not in collected, job
     assert "notice: labeler-lacks-permission" in published
     [comment] = server.issue_comments(PR)
     assert "was removed: it was applied by an account without write permission" in comment["body"]
@@ -392,8 +417,8 @@ def test_a_paired_label_runs_an_ab_campaign_of_base_and_head(e2e: Env) -> None:
         collected, published = _flow(e2e, server, "Codertocat", run_id=402, label=label)
     assert "published:" in published
     assert not server.violations, "\n".join(server.violations[:10])
-    assert "[collectbot collect/paired campaign" in collected
-    assert "[collectbot collect/image" not in collected
+    assert f"{JOBS}paired campaign" in collected
+    assert f"{JOBS}image" not in collected
     [comment] = server.issue_comments(PR)
     body = comment["body"]
     assert body.split("\n")[1].startswith("## ❌") and "new failure group" in body
@@ -442,3 +467,167 @@ def test_a_result_planted_in_the_store_is_never_published(e2e: Env, tmp_path: Pa
     assert server.issue_comments(PR) == [] and server.statuses == []
     assert server.pulls[PR].labels == [LABEL]
     assert not server.violations, "\n".join(server.violations[:10])
+
+
+# A repository that installs collectbot as docs/workflows.md says: its callers name
+# collectbot's reusable workflows at a commit SHA, which act maps to this checkout.
+UPSTREAM = "collectbot-dev/collectbot"
+UPSTREAM_SHA = "c0ffee" + "0" * 34
+
+
+def _documented_callers() -> dict[str, str]:
+    """The caller workflows of docs/workflows.md, with the placeholders filled in."""
+    from bot import __version__
+
+    text = (ROOT / "docs" / "workflows.md").read_text()
+    callers = {}
+    for block in re.findall(r"```yaml\n(.*?)```", text, re.S):
+        block = textwrap.dedent(block)
+        m = re.match(r"# (\.github/workflows/[a-z]+\.yml)\n", block)
+        if m:
+            assert f'collectbot-version: "{__version__}"' in block, m[1]
+            callers[m[1]] = block.replace("OWNER/collectbot", UPSTREAM).replace(
+                "@SHA ", f"@{UPSTREAM_SHA} "
+            )
+    assert sorted(callers) == [
+        f".github/workflows/{n}.yml" for n in ("baseline", "collect", "publish")
+    ]
+    return callers
+
+
+@dataclass
+class NewRepo:
+    path: Path
+    base_sha: str
+    head_sha: str
+    where: dict[str, Any]  # Env.act's repository, stand-ins and variables for it
+
+
+@pytest.fixture(scope="module")
+def new_repo(e2e: Env) -> NewRepo:
+    """A repository holding only the documented callers and a config file: `main`, and a
+    pull request's head on `feature`."""
+    repo = e2e.work / "new-repo"
+    for rel, text in _documented_callers().items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    config = repo / ".github" / "collectbot" / "manifest.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(e2e.manifest)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "ci@example.invalid")
+    _git(repo, "config", "user.name", "ci")
+    _git(repo, "remote", "add", "origin", f"https://github.com/{REPO}.git")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "collectbot: callers and config")
+    base_sha = _git(repo, "rev-parse", "HEAD")
+    assert _git(repo, "ls-files").split() == [
+        ".github/collectbot/manifest.yaml",
+        ".github/workflows/baseline.yml",
+        ".github/workflows/collect.yml",
+        ".github/workflows/publish.yml",
+    ]
+    # The documented callers pass the same audit as collectbot's own workflows.
+    audit = subprocess.run(
+        [str(Path(sys.executable).parent / "zizmor"), "--offline", "--persona=auditor",
+         "--no-progress", str(repo / ".github")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert audit.returncode == 0, audit.stdout[-3000:]
+    _git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "kernels.txt").write_text("a faster GEMM\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "a kernel change")
+    head_sha = _git(repo, "rev-parse", "HEAD")
+    standins = [
+        *standin_args(e2e.work / "standins-upstream", ROOT, artifacts=e2e.artifacts),
+        "--local-repository",
+        f"{UPSTREAM}@{UPSTREAM_SHA}={ROOT}",
+    ]
+    where = {
+        "repo": repo,
+        "standins": standins,
+        "variables": {"COLLECTBOT_STORE": str(e2e.work / "new-store")},
+    }
+    return NewRepo(repo, base_sha, head_sha, where)
+
+
+def _new_repo_labeled(e2e: Env, new: NewRepo) -> dict[str, Any]:
+    event = _labeled(e2e, "Codertocat")
+    event["pull_request"]["head"]["sha"] = new.head_sha
+    event["pull_request"]["base"]["sha"] = new.base_sha
+    return event
+
+
+def test_a_new_repository_with_only_the_callers_and_a_config_file_gets_one_sticky_comment(
+    e2e: Env, new_repo: NewRepo
+) -> None:
+    """Acceptance (issue 24): no collectbot sources in the repository; every job installs the
+    pinned collectbot (the wheel built from this checkout, as the runners' package)."""
+    from bot import __version__
+
+    repo, base_sha, head_sha, where = (
+        new_repo.path, new_repo.base_sha, new_repo.head_sha, new_repo.where
+    )  # fmt: skip
+    server = _server(head_sha, base_sha)
+    with server.running():
+        labelled = server.label(PR, LABEL, "Codertocat")
+        conn = {"env": {"GITHUB_API_URL": server.url}, "secrets": {"GITHUB_TOKEN": BOT_TOKEN}}
+        event = _new_repo_labeled(e2e, new_repo)
+        _git(repo, "checkout", "-q", "feature")
+        collected = e2e.act("pull_request", "collect.yml", event, 502, **conn, **where)
+        _git(repo, "checkout", "-q", "main")
+        finished = _finished(e2e, 502, "Codertocat", labelled)
+        finished["workflow_run"]["head_sha"] = head_sha
+        published = e2e.act("workflow_run", "publish.yml", finished, 503, **conn, **where)
+    assert not server.violations, "\n".join(server.violations[:10])
+    # Every job ran the installed release, never code of the repository (it has none).
+    assert f"collectbot {__version__} (" in collected and ".whl) on " in collected
+    assert f"collectbot {__version__} (" in published
+    for shard in range(1, SHARDS + 1):
+        assert f"collect {shard}/{SHARDS}" in collected
+    assert "merged 2 of 2 shards" in collected
+    assert "published:" in published
+    [comment] = server.issue_comments(PR)
+    body = comment["body"]
+    marker = Marker.parse(body)
+    assert marker is not None and marker.backend == "torch" and marker.head_sha == head_sha
+    # No baseline stored yet: the comment says what was measured and that there is none.
+    assert "cases measured; no baseline to compare with" in body, body[:600]
+    assert f"https://github.com/{REPO}/actions/runs/502" in body
+    assert server.pulls[PR].labels == []
+    assert sorted(p.name for p in (e2e.artifacts / "502").iterdir()) == [
+        "collectbot-report",
+        "collectbot-result",
+        "collectbot-shard-1",
+        "collectbot-shard-2",
+    ]
+
+
+def test_a_pull_request_calling_the_reusable_baseline_gets_no_trusted_job(
+    e2e: Env, new_repo: NewRepo
+) -> None:
+    """A pull request's run uses the PR's own workflow files: one that makes its collection
+    caller call the baseline workflow (at the pinned SHA, which it cannot edit) would reach
+    the trusted runners and the store's write access. The reusable baseline runs nothing
+    outside the default branch."""
+    repo = new_repo.path
+    _git(repo, "checkout", "-q", "-b", "hostile", "feature")
+    caller = repo / ".github" / "workflows" / "collect.yml"
+    text = caller.read_text()
+    assert "collectbot-collect.yml" in text
+    caller.write_text(text.replace("collectbot-collect.yml", "collectbot-baseline.yml"))
+    _git(repo, "commit", "-q", "-am", "run the baseline from a pull request")
+    event = _new_repo_labeled(e2e, new_repo)
+    event["pull_request"]["head"]["sha"] = _git(repo, "rev-parse", "HEAD")
+    try:
+        log = e2e.act("pull_request", "collect.yml", event, 602, **new_repo.where)
+    finally:
+        _git(repo, "checkout", "-q", "feature")
+    assert "not a run of the default branch (pull_request, refs/pull/" in log
+    for job in ("image", "collect 1/", "store"):
+        assert f"collectbot baseline (reusable)/{job}" not in log, job
+    assert "Install the pinned collectbot" not in log
+    assert (
+        not (e2e.work / "new-store").exists() or not RunStore(str(e2e.work / "new-store")).entries()
+    )

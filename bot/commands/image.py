@@ -62,6 +62,14 @@ VerifyOpt = Annotated[
     bool, typer.Option(help="Run the image and check the installed versions against the pins.")
 ]
 QuietOpt = Annotated[bool, typer.Option(help="No progress display.")]
+CollectorDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--collector-dir",
+        help="The collector package to install in the image (default: this collectbot's own; "
+        "the collector's own repository passes its checkout's collector/, the code under test).",
+    ),
+]
 
 
 def _pins(manifest: Path | None, framework: str) -> tuple[Any, str]:
@@ -86,6 +94,7 @@ def _stage(
     verify: bool,
     quiet: bool,
     trust: str,
+    collector_dir: Path | None = None,
 ) -> None:
     from rich.console import Console
 
@@ -112,6 +121,7 @@ def _stage(
             network_mode=build_network,
             log_path=log,
             console=console,
+            collector_dir=collector_dir,
             trusted=trusted,
         )
     how = "built" if result.built else ("pulled" if result.pulled else "reused")
@@ -150,6 +160,7 @@ def ensure(
     verify: VerifyOpt = True,
     quiet: QuietOpt = False,
     trust: TrustOpt = "untrusted",
+    collector_dir: CollectorDirOpt = None,
 ) -> None:
     """Reuse the image for the current inputs, or pull or build it; then verify it.
 
@@ -171,6 +182,7 @@ def ensure(
         verify=verify,
         quiet=quiet,
         trust=trust,
+        collector_dir=collector_dir,
     )
 
 
@@ -189,6 +201,7 @@ def build(
     verify: VerifyOpt = True,
     quiet: QuietOpt = False,
     trust: TrustOpt = "untrusted",
+    collector_dir: CollectorDirOpt = None,
 ) -> None:
     """Build the image even if its tag exists (unchanged layers still come from the cache)."""
     _stage(
@@ -205,6 +218,7 @@ def build(
         verify=verify,
         quiet=quiet,
         trust=trust,
+        collector_dir=collector_dir,
     )
 
 

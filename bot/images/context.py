@@ -22,8 +22,15 @@ from collector.errors import UserError
 from collector.pins import FrameworkPins
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = REPO_ROOT / "images" / "collector.Dockerfile"
-REQUIREMENTS = REPO_ROOT / "images" / "collector-requirements.txt"
+# A checkout's images/, else the copy an installed wheel carries (pyproject's force-include).
+_CHECKOUT_IMAGES = REPO_ROOT / "images"
+IMAGES_DIR = (
+    _CHECKOUT_IMAGES
+    if (_CHECKOUT_IMAGES / "collector.Dockerfile").is_file()
+    else Path(__file__).resolve().parent / "data"
+)
+DOCKERFILE = IMAGES_DIR / "collector.Dockerfile"
+REQUIREMENTS = IMAGES_DIR / "collector-requirements.txt"
 COLLECTOR_DIR = REPO_ROOT / "collector"
 HASH_VERSION = "collectbot-image-context-v1"
 
