@@ -21,11 +21,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.result_bundle import make_result
 from collector import jsonfile
 from collector.errors import UserError
+
+if TYPE_CHECKING:
+    from bot.ci_config import CiConfig
 
 
 @dataclass
@@ -42,6 +45,7 @@ class ConcludeOptions:
     artifacts_url: str | None = None
     log: Path | None = None
     error: str | None = None  # a failure the workflow saw before this step (e.g. a shard job)
+    config: Path | None = None  # thresholds (default .github/collectbot.yml when present)
 
 
 @dataclass
@@ -119,11 +123,27 @@ def baseline_ref_for(plan: dict[str, Any], given: str | None) -> str:
     return base.removeprefix("refs/heads/") or "main"
 
 
-def _compare(opts: ConcludeOptions, run_dir: Path, cmp_dir: Path, ref: str) -> None:
+def ci_config_for(plan: dict[str, Any], path: Path | None) -> CiConfig | None:
+    """The thresholds: the copy the plan job took from the base branch, else the file named
+    by `--config`, else the defaults. Never the working directory's file: this job runs in
+    the pull request's checkout, whose own config could loosen the thresholds."""
+    from bot.ci_config import CiConfig, load_ci_config
+
+    carried = plan.get("ci_config")
+    if isinstance(carried, dict):
+        return CiConfig.from_json(carried, str(carried.get("source") or "the plan's config"))
+    return load_ci_config(path) if path is not None else None
+
+
+def _compare(
+    opts: ConcludeOptions, run_dir: Path, cmp_dir: Path, ref: str, plan: dict[str, Any]
+) -> None:
     from bot.compare.comparison import compare_runs
     from bot.compare.stats import Settings
     from bot.compare.store_baseline import baseline_from_store
     from collector.record import read_record
+
+    ci_config = ci_config_for(plan, opts.config)
 
     if not opts.store:
         raise UserError(
@@ -132,7 +152,9 @@ def _compare(opts: ConcludeOptions, run_dir: Path, cmp_dir: Path, ref: str) -> N
     cand = read_record(run_dir)
     with tempfile.TemporaryDirectory(prefix="collectbot-baseline-") as tmp:
         base, baseline = baseline_from_store(cand, opts.store, Path(tmp) / "baseline", ref=ref)
-        compare_runs(base, cand, Settings(), baseline).write(cmp_dir)
+        settings = ci_config.apply() if ci_config else Settings()
+        source = ci_config.source if ci_config else None
+        compare_runs(base, cand, settings, baseline, settings_source=source).write(cmp_dir)
 
 
 def _from_campaign(opts: ConcludeOptions, run_dir: Path, cmp_dir: Path) -> None:
@@ -171,7 +193,7 @@ def conclude(opts: ConcludeOptions) -> Concluded:
                 stage = "merge"
                 _merge(opts, run_dir, notes)
                 stage = "compare"
-                _compare(opts, run_dir, cmp_dir, baseline_ref_for(plan, opts.baseline_ref))
+                _compare(opts, run_dir, cmp_dir, baseline_ref_for(plan, opts.baseline_ref), plan)
             compared, stage = True, None
         except UserError as exc:
             error = str(exc)

@@ -36,7 +36,7 @@ def _cell(text: str) -> str:
 
 def _default(param: Any) -> str:
     value = param.default
-    if param.required or value is None or callable(value):
+    if param.required or value is None or value == () or callable(value):
         return ""
     if value == sys.executable:
         return "the running Python"

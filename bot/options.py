@@ -28,12 +28,28 @@ def _parameter(d: Declared) -> inspect.Parameter:
     if spec.max is not None:
         kwargs["max"] = spec.max
     annotation: Any = Literal.__getitem__(spec.choices) if spec.choices else d.type
+    if spec.parse is not None:  # a repeatable option, one item each time
+        kwargs["parser"] = _item_parser(d)
+        annotation = list[Any]
     return inspect.Parameter(
         d.name,
         inspect.Parameter.KEYWORD_ONLY,
         default=d.default,
         annotation=Annotated[annotation, typer.Option(*decls, **kwargs)],
     )
+
+
+def _item_parser(d: Declared) -> Callable[[str], Any]:
+    parse = d.setting.parse
+    assert parse is not None
+
+    def item(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    return item
 
 
 def settings_options(
@@ -59,9 +75,20 @@ def settings_options(
         @functools.wraps(func)
         def command(**kwargs: Any) -> Any:
             values = {d.name: kwargs.pop(d.name) for d in fields}
+            for d in fields:
+                if d.setting.parse is not None:  # Typer hands a repeated option over as a list
+                    values[d.name] = tuple(values[d.name] or ())
             return func(**kwargs, **{param: cls(**values)})
 
         command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
         return command  # type: ignore[return-value]
 
     return decorate
+
+
+def options_given(ctx: typer.Context, cls: type) -> set[str]:
+    """The declared fields of `cls` that the command line (or environment) set, as opposed
+    to left at their declared defaults: what wins over a config file."""
+    given = ("COMMANDLINE", "ENVIRONMENT")
+    sources = {d.name: ctx.get_parameter_source(d.name) for d in declared(cls)}
+    return {name for name, source in sources.items() if source and source.name in given}

@@ -83,6 +83,18 @@ def poisons_context(classification: str) -> bool:
     return classification == CUDA_FATAL
 
 
+# What says where or when a failure ran, never what failed: replaced before the numbers are.
+_TIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|(?<![\w:])\d{1,2}:\d{2}:\d{2}(?:\.\d+)?(?![\w:])"
+)
+# A case key ("gemm:gemm_dtype=bfloat16,m=8,..."): the group counts cases, it is not one.
+_CASE_KEY = re.compile(r"\b[a-z][a-z0-9_]*:[a-z_][a-z0-9_]*=[\w.=,|:+-]*")
+# Worker names as the pool gives them (w0, w1, w0.1 after a replacement, w0.r2 after a recycle).
+_WORKER = re.compile(r"\bw\d+(?:\.r?\d+)*\b")
+# Device indexes: cuda:3, "GPU 3", device=3.
+_DEVICE = re.compile(r"\b(cuda|gpu|device)([:= ]\s*|\s*#)\d+\b", re.IGNORECASE)
+_TMPNAME = re.compile(r"\btmp[A-Za-z0-9_]{4,}\b")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _PATH = re.compile(r"(?:/[\w.+-]+){2,}")
 _NUM = re.compile(r"(?<![A-Za-z0-9_.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![A-Za-z0-9_])")
@@ -90,19 +102,47 @@ _SPACE = re.compile(r"\s+")
 
 
 def normalise_message(message: str) -> str:
-    """Strip what varies between instances of one failure: addresses, paths, numbers."""
+    """Strip what varies between instances of one failure: where and when it ran (worker
+    names, device indexes, case keys, timestamps, temporary names), addresses, paths and
+    numbers (pids among them). The first line only, at most 200 characters."""
     first = message.strip().splitlines()[0] if message.strip() else ""
-    text = _HEX.sub("<hex>", first)
+    text = _TIME.sub("<time>", first)
+    text = _CASE_KEY.sub("<case>", text)
+    text = _WORKER.sub("<worker>", text)
+    text = _DEVICE.sub(lambda m: f"{m.group(1)}:<i>", text)
+    text = _HEX.sub("<hex>", text)
     text = _PATH.sub("<path>", text)
+    text = _TMPNAME.sub("<tmp>", text)
     text = _NUM.sub("<n>", text)
     return _SPACE.sub(" ", text).strip()[:200]
 
 
-def group_key(op: str, classification: str, exception_type: str, message: str, dtype: str) -> str:
-    """Group identity: op, class, exception type, normalised message and dtype family."""
-    parts = (op, classification, exception_type, normalise_message(message), dtype)
+def group_key(
+    op: str,
+    classification: str,
+    exception_type: str,
+    message: str,
+    dtype: str,
+    signal: str | None = None,
+) -> str:
+    """Group identity: what failed and how (op, class, exception type or signal, normalised
+    message, dtype family), never where or when it ran."""
+    parts = (op, classification, exception_type, signal or "", normalise_message(message), dtype)
     digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:12]
     return f"{op}/{classification}/{exception_type}/{dtype}/{digest}"
+
+
+def identity_key(record: FailureRecord) -> str:
+    """The group key recomputed from a record's fields: what a comparison groups by, so that
+    a stored key (an older collector's, or one a record was written with) is never trusted."""
+    return group_key(
+        record.op,
+        record.classification,
+        str(record.exception_type or ""),
+        str(record.message or ""),
+        str(record.dtype or ""),
+        record.signal,
+    )
 
 
 @dataclass

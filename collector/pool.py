@@ -234,7 +234,7 @@ class WorkerPool:
             params=task.params,
             dtype=task.dtype,
             classification=classification,
-            group_key=group_key(task.op, classification, exc, message, task.dtype),
+            group_key=group_key(task.op, classification, exc, message, task.dtype, sig),
             exception_type=exc,
             message=message,
             traceback="",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,10 @@ class Setting:
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] = ()
+    # A tuple-valued field: one item per repetition of the option, read by `parse` (which
+    # raises ValueError) and written back by `show`.
+    parse: Callable[[str], Any] | None = None
+    show: Callable[[Any], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,9 +56,20 @@ def setting(
     min: float | None = None,
     max: float | None = None,
     choices: tuple[str, ...] = (),
+    parse: Callable[[str], Any] | None = None,
+    show: Callable[[Any], str] | None = None,
 ) -> Any:
     """A dataclass field with its user-facing declaration (CLI name defaults to the field's)."""
-    meta = {"help": help, "cli": cli, "unit": unit, "min": min, "max": max, "choices": choices}
+    meta = {
+        "help": help,
+        "cli": cli,
+        "unit": unit,
+        "min": min,
+        "max": max,
+        "choices": choices,
+        "parse": parse,
+        "show": show,
+    }
     return dataclasses.field(default=default, metadata={_KEY: meta})
 
 
@@ -82,6 +98,9 @@ def cli_args(value: Any, names: tuple[str, ...] | None = None, every: bool = Fal
             continue
         if isinstance(current, bool):
             args.append(d.flag if current else f"--no-{d.setting.cli}")
+        elif d.setting.show is not None:
+            for item in current:
+                args += [d.flag, d.setting.show(item)]
         else:
             args += [d.flag, str(current)]
     return args

@@ -208,6 +208,32 @@ CONTROLS = [
         ("tests/test_cross_gpu.py::test_simulated_fleet_calibrated_verdicts_hold",),
     ),
     Control(
+        "R30",
+        "a failure group does not depend on the worker",
+        (edit("bot/compare/failure_groups.py", "        groups[identity_key(f)].append(f)", "        groups[f.group_key].append(f)"),
+         edit("collector/failures.py", '    text = _WORKER.sub("<worker>", text)', "    text = text")),
+        ("tests/test_failure_identity.py::test_identity_is_recomputed_from_the_fields_not_the_stored_key",
+         "tests/test_failure_identity.py::test_the_same_crash_with_1_2_and_4_workers_is_one_persisting_group"),
+    ),
+    Control(
+        "R31",
+        "a case with impossible samples is excluded and named",
+        (edit("collector/record/reader.py", "        perf[op], samples[op], excluded = check_samples(perf[op], samples[op])\n        anomalies += [Anomaly(EXCLUDED_CASE, samples_file(op), line) for line in excluded]\n", ""),),
+        ("tests/test_evidence.py::test_a_bad_sample_excludes_its_case_with_one_line_naming_file_and_case",),
+    ),
+    Control(
+        "R32",
+        "a run without a baseline never posts success",
+        (edit("bot/github/publish.py", '    no_verdict = meta.kind == "run" and meta.level != "red"', "    no_verdict = False"),),
+        ("tests/test_first_run.py",),
+    ),
+    Control(
+        "R33",
+        "a bad config value is one line naming the key",
+        (edit("bot/ci_config.py", "            if errors:\n", "            if False:\n"),),
+        ("tests/test_ci_config.py::test_a_bad_value_is_one_line_naming_the_key",),
+    ),
+    Control(
         "S1",
         "a label approves only with write permission",
         (edit("bot/github/plan.py", "    if permission_rank(facts.labeler_permission) < permission_rank(REQUIRED_PERMISSION):", "    if False:"),),
@@ -437,6 +463,12 @@ CONTROLS = [
         "the image tag hashes every file that goes in",
         (edit("bot/images/context.py", '        digest.update(f"file {name} {hashlib.sha256(files[name]).hexdigest()}\\n".encode())', "        pass"),),
         ("tests/test_images_units.py::test_content_hash_covers_exactly_what_goes_in",),
+    ),
+    Control(
+        "S60",
+        "thresholds come from the base branch's config",
+        (edit("bot/conclude.py", '    carried = plan.get("ci_config")', "    carried = None"),),
+        ("tests/test_ci_config.py::test_the_plan_carries_the_base_branchs_config_to_conclude",),
     ),
     Control(
         "R40",

@@ -39,6 +39,8 @@ DATA_PATH_USERS = {
     "bench/gpu/analyse.py",
     "tests/test_bench_aic.py",
 }
+# Paths in the repository that installs the bot, not in this one: its config file.
+INSTALLING_REPOSITORY = {".github/collectbot.yml"}
 # Files exempt while they are being rewritten (none now).
 PENDING: set[str] = set()
 
@@ -67,7 +69,7 @@ def _archived() -> set[str]:
 
 
 def test_every_cited_repository_path_exists() -> None:
-    archived = _archived()
+    archived = _archived() | INSTALLING_REPOSITORY
     missing = []
     for name in _files():
         for lineno, line in enumerate((ROOT / name).read_text().splitlines(), 1):

@@ -98,6 +98,7 @@ def test_dispatch_change_is_its_own_finding(tmp_path: Path, rng: np.random.Gener
     result = _pair(tmp_path, rng, cand_kernel="cutlass_new")
     changes = result["latency"]["dispatch_changes"]
     assert 0.95 < changes[0].pop("geomean") < 1.05
+    assert sum(changes[0].pop("verdicts").values()) == 2
     assert changes == [
         {
             "op": "gemm",

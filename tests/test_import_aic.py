@@ -217,7 +217,8 @@ def test_cli_import_then_compare(tmp_path: Path) -> None:
         app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "c")]
     )
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("red: 6 regressed, 6 improved")
+    # Every case changed kernel (vllm_default -> the named kernels): dispatch changes.
+    assert result.output.startswith("red: 6 slower after a dispatch change, 6 improved")
     data = assert_valid_comparison(tmp_path / "c")
     assert data["candidate"]["source"] == "aiconfigurator"
     cases = pq.read_table(tmp_path / "c" / "cases.parquet")

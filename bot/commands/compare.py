@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +11,7 @@ import typer
 
 from bot.compare.stats import Settings
 from bot.errors import one_line_errors
-from bot.options import settings_options
+from bot.options import options_given, settings_options
 from collector.errors import UserError
 
 DEFAULT_SETTINGS = Settings()
@@ -19,6 +20,7 @@ DEFAULT_SETTINGS = Settings()
 @one_line_errors
 @settings_options(Settings, "settings")
 def compare(
+    ctx: typer.Context,
     runs: Annotated[
         list[Path],
         typer.Argument(
@@ -30,6 +32,13 @@ def compare(
     out: Annotated[Path, typer.Option("--out", help="Directory for comparison.json.")],
     # One option per declared comparison setting (bot/compare/stats.py).
     settings: Settings = DEFAULT_SETTINGS,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Thresholds and statistics settings (YAML); default: .github/collectbot.yml "
+            "when there is one. Options given here win over it.",
+        ),
+    ] = None,
     baseline_kind: Annotated[
         str | None,
         typer.Option(
@@ -65,9 +74,14 @@ def compare(
 
     Writes comparison.json (notable cases and summaries) and cases.parquet (every case).
     """
+    from bot.ci_config import load_ci_config
     from bot.compare.comparison import Baseline, compare_runs
     from collector.record import read_record
 
+    ci_config = load_ci_config(config)
+    if ci_config is not None:
+        given = options_given(ctx, Settings)
+        settings = replace(ci_config.apply(), **{name: getattr(settings, name) for name in given})
     if (confirm_base is None) != (confirm_cand is None):
         raise UserError("--confirm-base and --confirm-cand go together")
     confirm = None
@@ -93,7 +107,8 @@ def compare(
                 raise UserError("give BASE_RUN and CAND_RUN (or --baseline-from-store)")
             base, cand = read_record(runs[0]), read_record(runs[1])
             baseline = Baseline(kind=baseline_kind, paired=paired)
-        result = compare_runs(base, cand, settings, baseline, confirm)
+        source = ci_config.source if ci_config else None
+        result = compare_runs(base, cand, settings, baseline, confirm, settings_source=source)
         path = result.write(out)
     verdict = result.data["verdict"]
     typer.echo(f"{verdict['level']}: {verdict['headline']}")

@@ -56,6 +56,13 @@ def conclude(
         str | None,
         typer.Option(help="A failure seen before this step: skip the stages, report it."),
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Thresholds and statistics settings (YAML); default: the base branch's "
+            "copy that the plan carries, else the defaults (never the checkout's own file)."
+        ),
+    ] = None,
 ) -> None:
     """Merge the shards (or take a campaign), compare with the baseline, render, bundle.
 
@@ -83,6 +90,7 @@ def conclude(
             artifacts_url=artifacts_url,
             log=log,
             error=error,
+            config=config,
         )
     )
     for note in result.notes:

@@ -98,6 +98,13 @@ def plan(
     timeout: Timeout = 15.0,
     retries: Retries = 8,
     bot_login: BotLogin = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="The repository's config (case set per label, thresholds); default: "
+            ".github/collectbot.yml when there is one. Carried in the plan for conclude."
+        ),
+    ] = None,
 ) -> None:
     """Decide whether this event triggers a collection, and for which backend, ops and SHA.
 
@@ -106,6 +113,7 @@ def plan(
     has not moved. New commits drop the label. Writes OUT (JSON) and, when set,
     $GITHUB_OUTPUT; prints the human reason. Exit 0 whether or not it triggers.
     """
+    from bot.ci_config import load_ci_config
     from bot.github.events import (
         PR_EVENTS,
         infer_event_name,
@@ -164,7 +172,12 @@ def plan(
         )
     if result.trigger:
         result.shards = 1 if result.baseline == "paired" else shards
+    ci_config = load_ci_config(config)  # the base branch's: the PR's code cannot loosen it
+    if result.trigger and ci_config is not None:
+        result.case_set = ci_config.case_set_for(result.label or "") or result.case_set
     data = result.to_json()
+    if ci_config is not None:
+        data["ci_config"] = ci_config.to_json()
     if api is not None and not dry_run and (result.remove_labels or result.notice):
         from bot.github.facts import apply_plan_actions
 

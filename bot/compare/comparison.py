@@ -169,8 +169,10 @@ def compare_runs(
     settings: stats.Settings | None = None,
     baseline: Baseline | None = None,
     confirm: tuple[RunRecord, RunRecord] | None = None,
+    settings_source: str | None = None,
 ) -> Comparison:
-    """Compare two run records (and, optionally, a paired re-measurement of flagged cases)."""
+    """Compare two run records (and, optionally, a paired re-measurement of flagged cases).
+    `settings_source` names where the settings came from (a config file; None: defaults)."""
     settings = settings or stats.Settings()
     baseline = baseline or Baseline()
     planned_by_op, planned_by_family = _planned(cand)
@@ -195,6 +197,7 @@ def compare_runs(
         },
         "candidate": {"has_samples": has_samples(cand), **provenance(cand)},
         "settings": settings.to_json(),
+        "settings_source": settings_source,
         "failure_groups": groups,
         "coverage": coverage,
         "latency": latency,
@@ -364,12 +367,23 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
         reasons.append(
             (RED, f"{_n(len(groups['new']), 'new failure group')} ({_n(cases, 'case')})")
         )
-    if summary[stats.REGRESSED]:
-        text = f"{_n(summary[stats.REGRESSED], 'case')} regressed"
+    # A case whose kernel changed is judged across two kernels: a dispatch change.
+    across = dispatch_verdicts(result)
+    same_kernel = summary[stats.REGRESSED] - across[stats.REGRESSED]
+    if same_kernel:
+        text = f"{_n(same_kernel, 'case')} regressed"
         if confirmation["performed"]:
             confirmed = _confirmed_count(result, stats.REGRESSED)
             text += f" ({confirmed} confirmed by a paired re-measurement)"
         reasons.append((RED, text))
+    if across[stats.REGRESSED]:
+        reasons.append(
+            (
+                RED,
+                f"{_n(across[stats.REGRESSED], 'case')} slower after a dispatch change (another "
+                "kernel runs them now: not the same kernel regressing)",
+            )
+        )
     if summary[stats.INCONCLUSIVE]:
         text = f"{_n(summary[stats.INCONCLUSIVE], 'case')} inconclusive"
         if confirmation["performed"] and confirmation.get("overturned"):
@@ -388,8 +402,10 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
     elif reasons:
         level = YELLOW
     parts = []
-    if summary[stats.REGRESSED]:
-        parts.append(f"{summary[stats.REGRESSED]} regressed")
+    if same_kernel:
+        parts.append(f"{same_kernel} regressed")
+    if across[stats.REGRESSED]:
+        parts.append(f"{across[stats.REGRESSED]} slower after a dispatch change")
     if groups["new"]:
         parts.append(_n(len(groups["new"]), "new failure group"))
     if summary[stats.IMPROVED]:
@@ -405,6 +421,15 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
     if (gpus := gpu_headline(result["latency"])) is not None:
         headline += f" ({gpus})"
     return {"level": level, "headline": headline, "reasons": [r for _, r in reasons]}
+
+
+def dispatch_verdicts(result: dict[str, Any]) -> dict[str, int]:
+    """Verdicts of the cases whose kernel changed (0 each for comparisons without them)."""
+    out = dict.fromkeys(stats.VERDICTS, 0)
+    for change in result["latency"]["dispatch_changes"]:
+        for verdict, count in (change.get("verdicts") or {}).items():
+            out[verdict] = out.get(verdict, 0) + int(count)
+    return out
 
 
 def _confirmed_count(result: dict[str, Any], verdict: str) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from collector.failures import FailureRecord, normalise_message
+from collector.failures import FailureRecord, identity_key, normalise_message
 
 # A group covering this share of an op's planned cases is systemic.
 SYSTEMIC_SHARE = 1.0 / 3.0
@@ -20,9 +20,11 @@ def _short_traceback(tb: str) -> str:
 
 
 def summarise_groups(failures: list[FailureRecord]) -> dict[str, dict[str, Any]]:
+    """Failures by group, keyed by the identity recomputed from each record's fields (what
+    failed and how, never which worker, device or time): the stored key is not trusted."""
     groups: dict[str, list[FailureRecord]] = defaultdict(list)
     for f in failures:
-        groups[f.group_key].append(f)
+        groups[identity_key(f)].append(f)
     out = {}
     for key, items in groups.items():
         first = min(items, key=lambda f: f.case_key)
@@ -58,7 +60,7 @@ def compare_groups(
     measured = measured or set()
     base_cases: dict[str, set[str]] = defaultdict(set)
     for f in base:
-        base_cases[f.group_key].add(f.case_key)
+        base_cases[identity_key(f)].add(f.case_key)
     new, persisting, resolved = [], [], []
     for key, group in c.items():
         planned = planned_by_op.get(group["op"], 0)

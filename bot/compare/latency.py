@@ -21,6 +21,12 @@ import pyarrow.compute as pc
 from bot.compare import cross_gpu, stats
 from collector.ops import get_op
 from collector.record import RunRecord
+from collector.sample_checks import (
+    MANY_OUTLIERS_SHARE,
+    OUTLIER_DISTANCE,
+    count_outliers,
+    many_outliers,
+)
 
 SAMPLES, SIZE_ONLY = "samples", "size-only"
 # First verdicts that a paired re-measurement re-judges before the comment is final:
@@ -244,6 +250,7 @@ def build_case_table(
     cols["threshold"] = np.full(n, settings.size_only_threshold)
     cols["base_runs"] = np.zeros(n, dtype=np.int64)
     cols["cand_runs"] = np.zeros(n, dtype=np.int64)
+    _count_outliers(cols, sampled)
     first = _run_stats(list(zip(sampled.base, sampled.cand, strict=True)), settings, rng)
     idx = np.asarray(sampled.index, dtype=np.int64)
     for name in ("ratio", "lo", "hi", "p", "noise", "threshold"):
@@ -278,6 +285,46 @@ def build_case_table(
     return table, added, removed
 
 
+def _count_outliers(cols: dict[str, np.ndarray], sampled: _Sampled) -> None:
+    """Outlying samples per side of each sampled case (collector/sample_checks.py's rule)."""
+    n = len(cols["key"])
+    for side, runs in (("base", sampled.base), ("cand", sampled.cand)):
+        outliers, samples = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        for i, case_runs in zip(sampled.index, runs, strict=True):
+            outliers[i], samples[i] = count_outliers(case_runs)
+        cols[f"{side}_outliers"], cols[f"{side}_samples"] = outliers, samples
+
+
+def outlier_summary(table: CaseTable, listed: int = 50) -> dict[str, Any]:
+    """The cases with many outliers on either side, most first (at most `listed`)."""
+    rows: list[dict[str, Any]] = []
+    for side in ("base", "cand"):
+        outliers, samples = table[f"{side}_outliers"], table[f"{side}_samples"]
+        for i in np.flatnonzero(outliers > 0):
+            if many_outliers(int(outliers[i]), int(samples[i])):
+                rows.append(
+                    {
+                        "key": str(table["key"][i]),
+                        "op": str(table["op"][i]),
+                        "dtype": str(table["dtype"][i]),
+                        "side": side,
+                        "outliers": int(outliers[i]),
+                        "samples": int(samples[i]),
+                    }
+                )
+    rows.sort(key=lambda r: (-int(r["outliers"]) / int(r["samples"]), r["key"], r["side"]))
+    return {
+        "distance": OUTLIER_DISTANCE,
+        "many_share": MANY_OUTLIERS_SHARE,
+        "samples_flagged": {
+            side: int(table[f"{side}_outliers"].sum()) if len(table) else 0
+            for side in ("base", "cand")
+        },
+        "cases_with_many": len(rows),
+        "cases": rows[:listed],
+    }
+
+
 def _judge(cols: dict[str, np.ndarray], sampled_idx: np.ndarray, settings: stats.Settings) -> None:
     """Verdicts: FDR control over the sampled cases, the size rule for the others."""
     n = len(cols["key"])
@@ -287,17 +334,32 @@ def _judge(cols: dict[str, np.ndarray], sampled_idx: np.ndarray, settings: stats
     if sampled_idx.size:
         q = stats.bh_qvalues(cols["p"][sampled_idx])
         cols["q"][sampled_idx] = q
+        min_effect = _min_effects(cols, sampled_idx, settings)
+        # Each case's threshold from its own minimum effect (per-op/dtype overrides).
+        threshold = np.maximum(min_effect, settings.noise_mult * cols["noise"][sampled_idx])
+        cols["threshold"][sampled_idx] = threshold
         verdict[sampled_idx] = stats.verdicts(
             cols["ratio"][sampled_idx],
             cols["lo"][sampled_idx],
             cols["hi"][sampled_idx],
             q,
-            cols["threshold"][sampled_idx],
+            threshold,
             settings.alpha,
-            settings.min_effect,
+            min_effect,
             settings.max_same_band,
         )
     cols["verdict"] = verdict
+
+
+def _min_effects(
+    cols: dict[str, np.ndarray], idx: np.ndarray, settings: stats.Settings
+) -> np.ndarray:
+    """The minimum effect of each case in `idx`: `min_effect` unless an override matches."""
+    if not settings.min_effect_overrides:
+        return np.full(idx.size, settings.min_effect)
+    pairs = list(zip(cols["op"][idx], cols["dtype"][idx], strict=True))
+    known = {pair: settings.min_effect_for(*pair) for pair in set(pairs)}
+    return np.array([known[pair] for pair in pairs], dtype=float)
 
 
 def _apply_confirmation(
@@ -472,6 +534,8 @@ def _dispatch_changes(table: CaseTable) -> list[dict[str, Any]]:
                 "count": int(rows.size),
                 "geomean": float(np.exp(np.mean(np.log(table["ratio"][rows])))),
                 "sample_cases": [str(table["key"][i]) for i in rows[:5]],
+                # Verdicts across two kernels: a dispatch change, not the same kernel moving.
+                "verdicts": _counts(table["verdict"][rows]),
             }
         )
     return sorted(out, key=lambda d: (-d["count"], d["op"], d["from"], d["to"]))
@@ -501,6 +565,12 @@ def _case_dict(table: CaseTable, i: int) -> dict[str, Any]:
     row["base_runs"] = int(table["base_runs"][i])
     row["cand_runs"] = int(table["cand_runs"][i])
     row["verdict"] = str(table["verdict"][i])
+    row["dispatch_change"] = row["kernel_base"] != row["kernel_cand"]
+    row["outliers"] = {
+        name: int(table[f"{side}_{what}"][i])
+        for side in ("base", "cand")
+        for what, name in (("outliers", side), ("samples", f"{side}_samples"))
+    }
     row["gpu"] = {
         "base": _py(table["base_gpu"][i]),
         "cand": _py(table["cand_gpu"][i]),
@@ -578,6 +648,7 @@ def compare_latency(
         "by_dtype": _grouped(table, (("op", "op"), ("dtype", "dtype")), settings, rng),
         "dispatch_changes": _dispatch_changes(table),
         "histogram": _histogram(table["ratio"]),
+        "outliers": outlier_summary(table),
         "gpu": table.gpu,
     }
     return section, table

@@ -36,6 +36,41 @@ VERDICTS = (REGRESSED, IMPROVED, INCONCLUSIVE, SAME)
 
 
 @dataclass(frozen=True)
+class MinEffectOverride:
+    """A minimum effect for the cases of one op, one dtype, or one op's dtype."""
+
+    min_effect: float
+    op: str | None = None
+    dtype: str | None = None
+
+    def matches(self, op: str, dtype: str) -> bool:
+        return self.op in (None, op) and self.dtype in (None, dtype)
+
+    def spec(self) -> str:
+        """The command-line form: OP=VALUE, OP/DTYPE=VALUE or */DTYPE=VALUE."""
+        scope = f"{self.op or '*'}/{self.dtype}" if self.dtype else str(self.op)
+        return f"{scope}={self.min_effect}"
+
+    @classmethod
+    def parse(cls, text: str) -> MinEffectOverride:
+        """`spec`'s inverse; ValueError (naming what is wrong) for anything else."""
+        scope, sep, value = text.partition("=")
+        op, _, dtype = scope.strip().partition("/")
+        try:
+            effect = float(value)
+        except ValueError:
+            effect = float("nan")
+        bad_scope = not op or (op == "*" and not dtype)
+        if not sep or bad_scope or not (0.0 <= effect < float("inf")):
+            raise ValueError(f"{text!r:.80}: want OP=VALUE, OP/DTYPE=VALUE or */DTYPE=VALUE")
+        from collector.ops import OPS
+
+        if op != "*" and op not in OPS:
+            raise ValueError(f"{text!r:.80}: unknown op {op!r:.40} (known: {', '.join(OPS)})")
+        return cls(effect, None if op == "*" else op, dtype or None)
+
+
+@dataclass(frozen=True)
 class Settings:
     # Benjamini-Hochberg.
     alpha: float = setting(
@@ -83,9 +118,28 @@ class Settings:
     seed: int = setting(
         20261130, help="Bootstrap seed: the same records and seed give the same result."
     )
+    # The most specific matching entry replaces `min_effect` for a case; a later one wins a
+    # tie. Usually set by a repository's .github/collectbot.yml (bot/ci_config.py).
+    min_effect_overrides: tuple[MinEffectOverride, ...] = setting(
+        (),
+        cli="min-effect-for",
+        unit="fraction",
+        help="A minimum effect for one op, one dtype or one op's dtype: OP=VALUE, "
+        "OP/DTYPE=VALUE or */DTYPE=VALUE (repeat the option for several).",
+        parse=MinEffectOverride.parse,
+        show=MinEffectOverride.spec,
+    )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def min_effect_for(self, op: str, dtype: str) -> float:
+        best, rank = self.min_effect, -1
+        for o in self.min_effect_overrides:
+            specific = (o.op is not None) + (o.dtype is not None)
+            if o.matches(op, dtype) and specific >= rank:
+                best, rank = o.min_effect, specific
+        return best
 
 
 def median(values: np.ndarray) -> float:
@@ -322,17 +376,17 @@ def verdicts(
     q: np.ndarray,
     threshold: np.ndarray,
     alpha: float,
-    min_effect: float,
+    min_effect: float | np.ndarray,
     max_same_band: float = Settings.max_same_band,
 ) -> np.ndarray:
     """Verdicts for many cases at once (arrays of equal length; NaN q = not significant).
 
     Regressed (improved): the run-level test is significant after FDR control, the interval
-    excludes every change smaller than `min_effect`, and the estimate exceeds the case's own
-    threshold. Same: the interval lies inside the band, or the estimate does and the interval
-    stays within twice the band (or the change is real but below the threshold); the band is
-    the threshold, never wider than `max_same_band`, so a very noisy case is not "same".
-    Anything else is inconclusive.
+    excludes every change smaller than `min_effect` (one value, or one per case), and the
+    estimate exceeds the case's own threshold. Same: the interval lies inside the band, or the
+    estimate does and the interval stays within twice the band (or the change is real but
+    below the threshold); the band is the threshold, never wider than `max_same_band`, so a
+    very noisy case is not "same". Anything else is inconclusive.
     """
     up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
     floor_up, floor_down = 1.0 + min_effect, 1.0 / (1.0 + min_effect)

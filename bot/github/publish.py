@@ -18,6 +18,9 @@ from collector.errors import UserError
 
 STATUS_STATE = {"green": "success", "yellow": "success", "red": "failure"}
 CHECK_CONCLUSION = {"green": "success", "yellow": "neutral", "red": "failure"}
+# A run without a comparison (no baseline yet) has no verdict: never `success`. Commit
+# statuses have no neutral state; `pending` is the one that neither passes nor fails.
+NO_VERDICT_STATE, NO_VERDICT_CONCLUSION = "pending", "neutral"
 ICON = {"green": "✅", "yellow": "⚠️", "red": "❌"}
 # Statuses keep 140 characters of description; check-run output fields 65,535.
 STATUS_DESCRIPTION_LIMIT = 140
@@ -89,17 +92,20 @@ def set_check(
 ) -> dict[str, Any]:
     meta = rendered.meta
     broken = meta.run_status in RUN_BROKEN
+    no_verdict = meta.kind == "run" and meta.level != "red"
     name = check_name(rendered)
     target = opts.details_url or meta.artifacts_url or comment_url
     headline = clean(meta.headline, 300).replace("\n", " ")
     if opts.check == "status":
-        state = "error" if broken else STATUS_STATE[meta.level]
+        state = "error" if broken else NO_VERDICT_STATE if no_verdict else STATUS_STATE[meta.level]
         text = f"{ICON[meta.level]} {headline}"
         if len(text) > STATUS_DESCRIPTION_LIMIT:
             text = text[: STATUS_DESCRIPTION_LIMIT - 1] + "…"
         api.create_status(sha, state, name, text, target)
         return {"kind": "status", "context": name, "state": state, "sha": sha}
     conclusion = "failure" if broken else CHECK_CONCLUSION[meta.level]
+    if no_verdict and not broken:
+        conclusion = NO_VERDICT_CONCLUSION
     summary = body_without_marker(rendered.body)
     if len(summary) > CHECK_TEXT_LIMIT:
         note = "\n\n_(truncated; see the PR comment)_"

@@ -22,6 +22,7 @@ import jinja2
 from markupsafe import Markup
 
 from bot import __version__
+from bot.ci_config import settings_line
 from bot.compare import stats
 from bot.render.sanitize import finalize, md_block, md_code, md_text, md_url
 
@@ -147,9 +148,14 @@ def _case_row(case: dict[str, Any]) -> dict[str, Any]:
         verdict += " · confirmed"
     if case.get("remeasured") and case.get("first_verdict") != case["verdict"]:
         verdict += f" (first pass: {case.get('first_verdict')}; re-measured)"
+    kernel = case.get("kernel_cand", "")
+    if case.get("dispatch_change"):
+        # Two kernels compared: a dispatch change, not the same kernel moving.
+        verdict += " · dispatch change"
+        kernel = f"{case.get('kernel_base', '')} → {kernel}"
     return {
         "label": case_label(case),
-        "kernel": case.get("kernel_cand", ""),
+        "kernel": kernel,
         "base": fmt_ms(case.get("base_ms")),
         "cand": fmt_ms(case.get("cand_ms")),
         "change": fmt_change(case.get("ratio")),
@@ -420,6 +426,8 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         "coverage": coverage,
         "coverage_findings": comparison["coverage"]["findings"],
         "latency_line": latency_line,
+        "settings_line": md_text(settings_line(comparison["settings"])),
+        "settings_source": comparison.get("settings_source"),
         "ci_label": f"{comparison['settings']['confidence'] * 100:.0f}% CI",
         "regressions": [_case_row(c) for c in regressed[: opts.top]],
         "improvements": [_case_row(c) for c in improved[: opts.top]],
@@ -450,6 +458,12 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
             }
             for d in latency["dispatch_changes"][: opts.detail_rows]
         ],
+        "outliers": _outlier_context(latency.get("outliers"), opts.detail_rows),
+        "anomalies": [
+            {"side": side, **a}
+            for side, key in (("baseline", "base"), ("candidate", "cand"))
+            for a in comparison["anomalies"][key]
+        ][: opts.detail_rows],
         "provenance": [
             *_provenance_rows(base, cand),
             {"name": "measured on (GPUs)", "base": base_gpus, "cand": cand_gpus},
@@ -466,6 +480,28 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         "cand_planned": (cand.get("counts") or {}).get("planned", "?"),
         "cand_attempted": (cand.get("counts") or {}).get("attempted", "?"),
         "cand_failed": (cand.get("counts") or {}).get("failed", "?"),
+    }
+
+
+def _outlier_context(outliers: dict[str, Any] | None, rows: int) -> dict[str, Any] | None:
+    """The cases with many outlying samples, for the comment (None: nothing to show)."""
+    if not outliers or not outliers.get("cases_with_many"):
+        return None
+    return {
+        "rule": f"more than {outliers['distance'] * 100:g}% from the case's median",
+        "share": f"{outliers['many_share'] * 100:g}%",
+        "count": outliers["cases_with_many"],
+        "omitted": max(0, outliers["cases_with_many"] - min(rows, len(outliers["cases"]))),
+        "rows": [
+            {
+                "label": c["key"],
+                "side": "baseline" if c["side"] == "base" else "candidate",
+                "outliers": c["outliers"],
+                "samples": c["samples"],
+                "share": f"{c['outliers'] / max(1, c['samples']) * 100:.0f}%",
+            }
+            for c in outliers["cases"][:rows]
+        ],
     }
 
 
@@ -556,6 +592,7 @@ def _run_context(info: Any, opts: RenderOptions) -> dict[str, Any]:
     return {
         "marker": Markup(run_marker(meta, opts).render()),
         "icon": ICONS[level],
+        "level": level,
         "title": f"collectbot: {headline}",
         "reasons": reasons,
         "stage": info.stage,

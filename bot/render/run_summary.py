@@ -128,15 +128,18 @@ def run_verdict(info: RunInfo) -> tuple[str, str, list[str]]:
         if planned is not None:
             headline += f": {ok} of {planned} planned cases measured"
     else:
-        level = "yellow"
-        headline = f"{ok if ok is not None else '?'} cases measured; no baseline to compare with"
+        # No baseline: no verdict either way, except that failed cases are failures on their
+        # own (a first run never passes with failures in it).
+        level = "red" if info.failed_cases else "yellow"
+        measured = f"{ok if ok is not None else '?'} cases measured"
+        if info.failed_cases:
+            measured += f", {info.failed_cases} failed"
+        headline = f"{measured}; no baseline to compare with"
     if info.problem:
         reasons.append(info.problem)
     if info.failed_cases:
         groups = len(info.groups)
         reasons.append(f"{_n(info.failed_cases, 'case')} failed in {_n(groups, 'group')}")
-        if level == "green":
-            level = "yellow"
     for op, row in sorted(info.per_op.items()):
         p, a = row.get("planned"), row.get("attempted")
         if p and a is not None and a < p:

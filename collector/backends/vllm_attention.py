@@ -27,6 +27,7 @@ from collector.backends.vllm_support import (
     attention_kernel_source,
     attention_shape,
     kv_cache_tensor,
+    kv_spec_quantized,
     paged_layout,
 )
 
@@ -102,13 +103,8 @@ def prepare_attention(rt: VllmRuntime, op: str, p: dict[str, Any]) -> Prepared:
         )
         if layout.history_slots.numel():
             _write_history(impl, layer, kv_cache, layout.history_slots, shape, gen)
-        from vllm.v1.kv_cache_interface import KVQuantMode
-
         align_model_dtype_for_flashinfer(
-            cfg.model_config,
-            spec.dtype,
-            backend.get_name(),
-            kv_quantized=getattr(spec, "kv_quant_mode", KVQuantMode.NONE) != KVQuantMode.NONE,
+            cfg.model_config, spec.dtype, backend.get_name(), kv_quantized=kv_spec_quantized(spec)
         )
         builder = backend.get_builder_cls()(spec, [entry.layer_name], cfg, device)
         metadata = builder.build(

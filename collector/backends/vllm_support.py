@@ -114,6 +114,12 @@ def attention_kernel_source(
     return f"vllm_{backend}".lower()
 
 
+def kv_spec_quantized(spec: Any) -> bool:
+    """Whether a KV-cache spec carries a quantisation mode (vLLM 0.24.0: `AttentionSpec.
+    kv_quant_mode`, an IntEnum whose NONE is 0; older specs lack the field)."""
+    return bool(getattr(spec, "kv_quant_mode", 0))
+
+
 def align_model_dtype_for_flashinfer(
     model_config: Any, kv_spec_dtype: torch.dtype, backend: str, kv_quantized: bool
 ) -> bool:

@@ -29,6 +29,8 @@ from collector.record.schema import (
     perf_file,
     samples_file,
 )
+from collector.sample_checks import EXCLUDED_CASE
+from collector.sample_checks import exclude_bad_sample_cases as check_samples
 
 
 @dataclass
@@ -192,6 +194,8 @@ def read_record(path: Path) -> RunRecord:
             _require(name in files, f"{run_json}: op {op!r} has no {name} listed")
         perf[op] = _read_perf(path / perf_file(op), op, anomalies)
         samples[op] = _read_samples(path / samples_file(op), anomalies)
+        perf[op], samples[op], excluded = check_samples(perf[op], samples[op])
+        anomalies += [Anomaly(EXCLUDED_CASE, samples_file(op), line) for line in excluded]
     failures = _read_failures(path / FAILURES_JSON) if FAILURES_JSON in files else []
     return RunRecord(path, meta, perf, samples, failures, anomalies)
 
