@@ -14,7 +14,7 @@ from rich.console import Console
 from bot.collect_command import collect_command
 from bot.compare.comparison import Baseline, compare_runs, load_cases
 from bot.compare.stats import Settings
-from bot.render.comment import render_comment
+from bot.render.comment import RenderOptions, render_comment
 from bot.render.html import render_html_report
 from bot.render.rendered import comparison_meta, write_rendered
 from collector.canary import Canary
@@ -97,7 +97,7 @@ def run_demo(out: Path, quiet: bool = False) -> DemoResult:
     )
     cmp_path = result.write(out / "comparison")
     comment = out / "comment.md"
-    body = render_comment(result.data)
+    body = render_comment(result.data, RenderOptions(report_url="report.html"))
     meta = comparison_meta(result.data, body, None)
     write_rendered(comment, body, meta)
     report = out / "report.html"
