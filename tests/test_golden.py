@@ -5,6 +5,7 @@ the diff is the review of a rendering change."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,12 +17,14 @@ from collector.record import read_record
 from tests.factories import gemm_case, write_record
 from tests.golden import STAMP, _failed, check_golden, golden_runs
 
+# A comparison's JSON and every case (cases.parquet), as render reads them.
+Rendered = tuple[dict[str, Any], list[dict[str, Any]]]
 ARTIFACTS = "https://github.com/acme/kernels/actions/runs/123456"
 REPORT = "https://acme.github.io/kernels/runs/123456/report.html"
 
 
 @pytest.fixture
-def comparison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, list]:
+def comparison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Rendered:
     monkeypatch.chdir(tmp_path)  # the records' paths, as the comparison cites them, are fixed
     base, cand = golden_runs(Path("."))
     result = compare_runs(
@@ -37,13 +40,13 @@ def comparison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, l
     return data, load_cases(path, data)
 
 
-def test_the_pr_comment(comparison: tuple[dict, list], update_golden: bool) -> None:
+def test_the_pr_comment(comparison: Rendered, update_golden: bool) -> None:
     data, _ = comparison
     body = render_comment(data, RenderOptions(artifacts_url=ARTIFACTS, report_url=REPORT))
     check_golden("pr-comment.md", body, update_golden)
 
 
-def test_the_html_report(comparison: tuple[dict, list], update_golden: bool) -> None:
+def test_the_html_report(comparison: Rendered, update_golden: bool) -> None:
     data, cases = comparison
     check_golden("report.html", render_html_report(data, cases), update_golden)
 
