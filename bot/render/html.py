@@ -116,9 +116,9 @@ def histogram_svg(cases: list[dict[str, Any]], width: int = 1200, height: int = 
     for v in nice_ticks(lo, hi, 9):
         parts.append(
             f'<text x="{pad_l + w * (v - lo) / (hi - lo):.1f}" y="{height - 8}" '
-            f'text-anchor="middle">{v:+g}%</text>'
+            f'text-anchor="middle">{_tick(v)}</text>'
         )
-    for n in {int(t) for t in nice_ticks(0, top, 5) if float(t).is_integer()}:
+    for n in sorted({int(t) for t in nice_ticks(0, top, 5) if float(t).is_integer()}):
         parts.append(
             f'<text x="{pad_l - 6}" y="{pad_t + h - h * n / top + 4:.1f}" '
             f'text-anchor="end">{n}</text>'
@@ -126,6 +126,10 @@ def histogram_svg(cases: list[dict[str, Any]], width: int = 1200, height: int = 
     parts.append(_legend(pad_l + 8, 16))
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _tick(v: float) -> str:
+    return "0%" if abs(v) < 1e-9 else f"{v:+g}%"
 
 
 def _legend(x: float, y: float) -> str:
@@ -182,7 +186,9 @@ def forest_svg(cases: list[dict[str, Any]], top: int = 30, width: int = 1200) ->
             "</title></circle>"
         )
     for v in nice_ticks(lo, hi, 8):
-        parts.append(f'<text x="{x(v):.1f}" y="{height - 4}" text-anchor="middle">{v:+g}%</text>')
+        parts.append(
+            f'<text x="{x(v):.1f}" y="{height - 4}" text-anchor="middle">{_tick(v)}</text>'
+        )
     parts.append("</svg>")
     return Markup("".join(parts))
 
