@@ -151,7 +151,9 @@ def short_sha(sha: object) -> str:
 
 def _side_ref(label: str, sha: object, branch: object, run_id: object) -> Markup:
     """`head 841efd6 (pr-42)`: the commit, and the branch or run when known (all escaped)."""
-    commit = md_code(short_sha(sha)) if sha else md_text(f"run {run_id or 'unknown'}")
+    commit = (
+        md_code(short_sha(sha)) if sha else md_text(f"run {run_id}" if run_id else "unknown commit")
+    )
     return Markup(f"**{label}** {commit}" + (f" ({md_code(branch)})" if branch else ""))
 
 
