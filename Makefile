@@ -1,23 +1,32 @@
 # Set-up and checks. `make demo` and `make test` work on a fresh machine with Python 3.11+.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The CPU build of torch; on a machine with the PyTorch CPU index reachable you may prefer
-#   make TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu" setup
-TORCH_SPEC ?= torch==2.13.0
+# The CPU build of torch (no CUDA libraries), from PyTorch's CPU wheel index. For PyPI's
+# default build instead: make TORCH_SPEC=torch TORCH_INDEX= setup
+TORCH_SPEC ?= torch==2.13.0+cpu
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 DEMO_OUT ?= demo-out
 
-.PHONY: setup demo test lint workflows check clean docker-engine vllm-cpu
+.PHONY: setup setup-runtime demo test lint workflows check clean docker-engine vllm-cpu
+
+# The runtime (`.[collector]`: the CLI and CPU torch) is all the demo needs; the dev tools
+# (pytest, linters, act, moto...) come on top of it for test, lint and workflows.
+setup-runtime: $(VENV)/.runtime
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.runtime: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(TORCH_SPEC)
+	$(PY) -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) '$(TORCH_SPEC)'
+	$(PY) -m pip install --quiet -e '.[collector]'
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.runtime
 	$(PY) -m pip install --quiet -e '.[collector,dev]'
 	touch $@
 
-demo: setup
+demo: setup-runtime
 	rm -rf $(DEMO_OUT)
 	$(VENV)/bin/collectbot demo --out $(DEMO_OUT)
 

@@ -1,5 +1,5 @@
 """`python -m bot` is `collectbot`."""
 
-from bot.cli import app
+from bot.cli import main
 
-app(prog_name="collectbot")
+raise SystemExit(main())

@@ -12,9 +12,10 @@ from pathlib import Path
 from rich.console import Console
 
 from bot.collect_command import collect_command
-from bot.compare.comparison import Baseline, compare_runs
+from bot.compare.comparison import Baseline, compare_runs, load_cases
 from bot.compare.stats import Settings
-from bot.render.comment import render_comment
+from bot.render.comment import RenderOptions, render_comment
+from bot.render.html import render_html_report
 from bot.render.rendered import comparison_meta, write_rendered
 from collector.canary import Canary
 from collector.caseplan import CaseSelector
@@ -36,6 +37,30 @@ class DemoResult:
     out: Path
     comment: Path
     comparison: Path
+    report: Path
+    headline: str
+
+
+def collect_alternating(
+    base: Collection, cand: Collection, runs: int, console: Console, what: str
+) -> None:
+    """Both collections round by round, A B B A ..., each with its own progress bar, which
+    ends at its total even when adaptive stopping ends a case's runs early."""
+    with progress_bar(console) as progress:
+        tasks = {
+            id(c): progress.add_task(f"{what}: {name}", total=c.total_tasks, failures=0)
+            for c, name in ((base, "baseline"), (cand, "canary candidate"))
+        }
+        for run in range(runs):
+            first, second = (base, cand) if run % 2 == 0 else (cand, base)
+            for collection in (first, second):
+                collection.run_round(run, progress, tasks[id(collection)])
+        for collection in (base, cand):
+            progress.update(
+                tasks[id(collection)],
+                completed=collection.done_tasks(),
+                failures=len(collection.state.failures),
+            )
 
 
 def run_demo(out: Path, quiet: bool = False) -> DemoResult:
@@ -61,16 +86,7 @@ def run_demo(out: Path, quiet: bool = False) -> DemoResult:
     cand_cfg.command = collect_command(cand_cfg, "cand-run")
     base, cand = Collection(base_cfg), Collection(cand_cfg)
     console = Console(stderr=True, quiet=quiet)
-    with progress_bar(console) as progress:
-        task = progress.add_task(
-            "demo: baseline and canary candidate, alternating",
-            total=base.total_tasks + cand.total_tasks,
-            failures=0,
-        )
-        for run in range(DEMO_PROTOCOL.runs):
-            first, second = (base, cand) if run % 2 == 0 else (cand, base)
-            for collection in (first, second):
-                collection.run_round(run, progress, task)
+    collect_alternating(base, cand, DEMO_PROTOCOL.runs, console, "demo")
     base.finish("complete")
     cand.finish("complete")
     result = compare_runs(
@@ -81,6 +97,11 @@ def run_demo(out: Path, quiet: bool = False) -> DemoResult:
     )
     cmp_path = result.write(out / "comparison")
     comment = out / "comment.md"
-    body = render_comment(result.data)
-    write_rendered(comment, body, comparison_meta(result.data, body, None))
-    return DemoResult(out=out, comment=comment, comparison=cmp_path)
+    body = render_comment(result.data, RenderOptions(report_url="report.html"))
+    meta = comparison_meta(result.data, body, None)
+    write_rendered(comment, body, meta)
+    report = out / "report.html"
+    report.write_text(render_html_report(result.data, load_cases(cmp_path, result.data)))
+    return DemoResult(
+        out=out, comment=comment, comparison=cmp_path, report=report, headline=meta.headline
+    )

@@ -271,6 +271,26 @@ def _check_same(first: RunRecord, other: RunRecord) -> None:
             )
 
 
+def _read_shards(
+    paths: Sequence[Path],
+) -> tuple[list[tuple[int, int | None, RunRecord]], list[dict[str, str]]]:
+    """Each path's record with its shard `(i, n)`, and the paths whose record is unreadable
+    (a shard that died early); a path that is not a directory at all is a typo, refused."""
+    records: list[tuple[int, int | None, RunRecord]] = []
+    unreadable: list[dict[str, str]] = []
+    for path in paths:
+        if not path.is_dir():
+            raise UserError(f"{path}: not a run record directory (no such directory)")
+        try:
+            record = read_record(path)
+        except UserError as exc:
+            unreadable.append({"path": str(path), "error": str(exc)})
+            continue
+        shard = _shard_of_meta(record)
+        records.append((shard[0], shard[1], record) if shard else (1, None, record))
+    return records, unreadable
+
+
 def merge_shards(
     paths: Sequence[Path],
     out: Path,
@@ -283,16 +303,7 @@ def merge_shards(
         raise UserError("merge: give at least one shard directory")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{out}: not empty (choose a new --out)")
-    records: list[tuple[int, int | None, RunRecord]] = []
-    unreadable: list[dict[str, str]] = []
-    for path in paths:
-        try:
-            record = read_record(path)
-        except UserError as exc:
-            unreadable.append({"path": str(path), "error": str(exc)})
-            continue
-        shard = _shard_of_meta(record)
-        records.append((shard[0], shard[1], record) if shard else (1, None, record))
+    records, unreadable = _read_shards(paths)
     if not records:
         detail = "; ".join(f"{u['path']}: {u['error']}" for u in unreadable)
         raise UserError(f"merge: no readable shard record ({detail})")
@@ -304,6 +315,10 @@ def merge_shards(
             f"({', '.join(sorted(f'{i}/{n}' for i, n, _ in records if n))}); one plan has one n"
         )
     n = count or (n_meta.pop() if n_meta else 1)
+    if unreadable and not n_meta and n == 1:
+        # An unsharded record has no shard to be missing: the other path is not a run record.
+        bad = unreadable[0]
+        raise UserError(f"merge: {bad['path']} is not a run record ({bad['error']})")
     for index, shard_n, record in records:
         if shard_n is None and n > 1:
             raise UserError(f"{record.path / RUN_JSON}: not a shard (no 'shard' field) of {n}")

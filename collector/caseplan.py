@@ -16,6 +16,7 @@ import yaml
 
 from collector.errors import UserError
 from collector.ops import get_op
+from collector.ops.base import KNOWN_DTYPES
 
 BUILTIN_CASES_PACKAGE = "collector.cases"
 
@@ -61,6 +62,21 @@ class Case:
         return cls(op=op, values=tuple(values))
 
 
+def _check_dtype(field: str, value: object, where: str) -> None:
+    if str(value) not in KNOWN_DTYPES:
+        raise UserError(
+            f"{where}: unknown dtype {str(value)!r} in {field!r} "
+            f"(known: {', '.join(sorted(KNOWN_DTYPES))})"
+        )
+
+
+def _planned(case: Case, source: str) -> Case:
+    """A case from a case file, with its dtype fields checked against the known names."""
+    for name in get_op(case.op).dtype_fields:
+        _check_dtype(name, case.params[name], source)
+    return case
+
+
 @dataclass(frozen=True)
 class CaseSelector:
     """Selects cases by field values.
@@ -72,6 +88,7 @@ class CaseSelector:
 
     alternatives: tuple[tuple[tuple[str, frozenset[str]], ...], ...]
     text: str
+    option: str = field(default="selector", compare=False)
 
     @classmethod
     def parse(cls, text: str, *, option: str = "selector") -> CaseSelector:
@@ -89,7 +106,24 @@ class CaseSelector:
             alternatives.append(tuple(conditions))
         if not alternatives:
             raise UserError(f"{option}: empty selector")
-        return cls(alternatives=tuple(alternatives), text=text)
+        return cls(alternatives=tuple(alternatives), text=text, option=option)
+
+    def check(self, ops: Sequence[str]) -> None:
+        """Refuse a field that no op in `ops` has, or a dtype name that does not exist: a
+        selector with a typo would silently select nothing."""
+        specs = [get_op(op) for op in ops]
+        fields = {"op", *(name for spec in specs for name in spec.field_names)}
+        dtype_fields = {name for spec in specs for name in spec.dtype_fields}
+        for alt in self.alternatives:
+            for name, choices in alt:
+                if name not in fields:
+                    raise UserError(
+                        f"{self.option}: unknown field {name!r} for op(s) {', '.join(ops)} "
+                        f"(fields: {', '.join(sorted(fields))})"
+                    )
+                if name in dtype_fields:
+                    for value in sorted(choices):
+                        _check_dtype(name, value, self.option)
 
     def matches(self, case: Case) -> bool:
         params = {k: str(v) for k, v in case.values}
@@ -137,7 +171,7 @@ def _expand_entry(op: str, entry: Any, source: str) -> list[Case]:
     if kind == "cases":
         if not isinstance(body, list):
             raise UserError(f"{source}: 'cases' must be a list of mappings")
-        return [Case.build(op, params, source=source) for params in body]
+        return [_planned(Case.build(op, params, source=source), source) for params in body]
     if not isinstance(body, Mapping):
         raise UserError(f"{source}: 'grid' must map each field to a list of values")
     names = list(body)
@@ -146,7 +180,7 @@ def _expand_entry(op: str, entry: Any, source: str) -> list[Case]:
         axis = body[name]
         axes.append(axis if isinstance(axis, list) else [axis])
     return [
-        Case.build(op, dict(zip(names, combo, strict=True)), source=source)
+        _planned(Case.build(op, dict(zip(names, combo, strict=True)), source=source), source)
         for combo in itertools.product(*axes)
     ]
 
@@ -238,6 +272,7 @@ def build_plan(
             seen.add(case.key)
             unique.append(case)
     if case_filter is not None:
+        case_filter.check(ops)
         unique = [c for c in unique if case_filter.matches(c)]
     if limit is not None:
         unique = unique[:limit]

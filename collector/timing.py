@@ -221,7 +221,8 @@ class ClockSource(Protocol_):
 
 @dataclass(frozen=True)
 class Slowdown:
-    """A canary: extra time after each call, as a fraction of the call's pilot latency."""
+    """A canary: extra time, as a fraction of the latency (on the CPU, of each sample's own
+    calls, spun after them; on a GPU, of the pilot latency, as a device-side sleep)."""
 
     factor: float
 
@@ -370,16 +371,22 @@ def measure_cpu(
 
     count = placements_for(pilot_ms, protocol) if more is not None else 1
     sets = LazySets(prepared, count, another, protocol.placement_order == "upfront")
-    delay_ns = int((slowdown.factor - 1.0) * pilot_ms * 1e6) if slowdown else 0
+    extra = slowdown.factor - 1.0 if slowdown else 0.0
 
     def time_sample(slot: int) -> tuple[float, float | None]:
         call = sets[placement_of(slot, sets.count, protocol.samples)].call
         start = clock()
         for i in range(inner):
             call(i)
-            if delay_ns > 0:
-                _spin(clock, delay_ns)
-        return (clock() - start) / 1e6, None
+        if extra <= 0:
+            return (clock() - start) / 1e6, None
+        # The canary: the sample lasts `factor` times its calls' own time, exactly. The calls
+        # run back to back as without it, and one untimed call after the spin leaves the
+        # caches as warm for the next sample as a sample without the canary would.
+        _spin(clock, int(extra * (clock() - start)))
+        elapsed = clock() - start
+        call(0)
+        return elapsed / 1e6, None
 
     mode = f"cpu-{protocol.cpu_clock}"
     return take_samples(time_sample, ClockReader("cpu"), protocol, inner, mode, sets.count)

@@ -23,3 +23,16 @@ settings.register_profile(
 )
 settings.register_profile("thorough", parent=settings.get_profile("collectbot"), max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "collectbot"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="Rewrite tests/golden/ from the renderers instead of comparing (review the diff).",
+    )
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))

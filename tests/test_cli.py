@@ -138,9 +138,13 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     result = runner.invoke(app, ["demo", "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
-    comment_path = Path(result.output.strip().splitlines()[-1])
+    headline, comment_line, report_line = result.output.strip().splitlines()[-3:]
+    comment_path = Path(comment_line.removeprefix("comment: "))
     assert comment_path == out / "comment.md"
+    assert Path(report_line.removeprefix("report:").strip()) == out / "report.html"
+    assert "<html" in (out / "report.html").read_text()
     body = comment_path.read_text()
+    assert headline in body.splitlines()[1]
     assert json.loads((out / "comment.json").read_text())["level"] == "red"  # publishable
     data = assert_valid_comparison(out / "comparison")
     slow = CaseSelector.parse(DEMO_SLOW)

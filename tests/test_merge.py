@@ -258,7 +258,7 @@ def test_cli_merge_reports_and_require_all(tmp_path: Path, rng: np.random.Genera
     assert read_record(tmp_path / "m").status == "partial"
     result = runner.invoke(app, ["merge", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")])
     assert result.exit_code == 2
-    assert result.output.startswith("error: merge: no readable shard record")
+    assert result.output.startswith(f"error: {tmp_path / 'nothing'}: not a run record directory")
     result = runner.invoke(app, ["merge", str(shards[0]), "--out", str(tmp_path / "m")])
     assert result.exit_code == 2 and "not empty" in result.output
 

@@ -20,11 +20,13 @@ def demo(
 ) -> None:
     """Collect a baseline and a canary candidate on CPU, compare and render.
 
-    Prints the path of the rendered comment.
+    Prints the verdict's headline, then the paths of the comment and of the HTML report.
     """
     from bot.demo import run_demo
 
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out}: not empty (choose a new --out or remove it)")
     result = run_demo(out, quiet=quiet)
-    typer.echo(str(result.comment))
+    typer.echo(result.headline)
+    typer.echo(f"comment: {result.comment}")
+    typer.echo(f"report:  {result.report}")

@@ -38,6 +38,10 @@ def render(
     ] = None,
     head_sha: Annotated[str | None, typer.Option(help="PR head SHA for the hidden marker.")] = None,
     artifacts_url: Annotated[str | None, typer.Option(help="Link to the full artifacts.")] = None,
+    report_url: Annotated[
+        str | None,
+        typer.Option(help="Link to the HTML report (https URL, or a file name beside OUT)."),
+    ] = None,
     stage: Annotated[
         str | None, typer.Option(help="--run: the stage that failed (image, collect, compare...).")
     ] = None,
@@ -77,6 +81,7 @@ def render(
     opts = RenderOptions(
         head_sha=head_sha,
         artifacts_url=artifacts_url,
+        report_url=report_url,
         backend=backend,
         gpu=gpu,
         run_id=run_id,

@@ -416,11 +416,60 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
         parts.append(f"{summary[stats.INCONCLUSIVE]} inconclusive")
     if any(f["level"] == RED for f in result["coverage"]["findings"]):
         parts.insert(0, "coverage lost")
-    parts.append(f"{summary[stats.SAME]} unchanged")
+    special, notes = _unusual(result)
+    for text in notes:
+        reasons.append((YELLOW, text))
+    if notes and level == GREEN:
+        level = YELLOW
+    if special is None:
+        parts.append(f"{summary[stats.SAME]} unchanged")
+    else:
+        parts.insert(0, special)
     headline = ", ".join(parts)
-    if (gpus := gpu_headline(result["latency"])) is not None:
-        headline += f" ({gpus})"
+    suffixes = [s for s in (gpu_headline(result["latency"]), _setup_suffix(result)) if s]
+    if suffixes:
+        headline += f" ({'; '.join(suffixes)})"
     return {"level": level, "headline": headline, "reasons": [r for _, r in reasons]}
+
+
+def _unusual(result: dict[str, Any]) -> tuple[str | None, list[str]]:
+    """A comparison that cannot be read as usual: its headline, and why, in words."""
+    base, cand = result["baseline"], result["candidate"]
+    summary = result["latency"]["summary"]
+    if base.get("run_id") and (base.get("run_id"), base.get("started_at")) == (
+        cand.get("run_id"),
+        cand.get("started_at"),
+    ):
+        return "the candidate is the baseline run itself: nothing compared", [
+            "the baseline and the candidate are the same run: compare two runs"
+        ]
+    if summary["matched"] == 0:
+        return "no case in common with the baseline: nothing compared", [
+            f"no case in common: {summary['added']} only in the candidate, "
+            f"{summary['removed']} only in the baseline"
+        ]
+    notes = []
+    bdev, cdev = base.get("device") or {}, cand.get("device") or {}
+    if bdev.get("driver") and cdev.get("driver") and bdev["driver"] != cdev["driver"]:
+        notes.append(
+            f"GPU drivers differ (baseline {bdev['driver']}, candidate {cdev['driver']}): "
+            "a latency change may be the driver's"
+        )
+    return None, notes
+
+
+def _setup_suffix(result: dict[str, Any]) -> str | None:
+    """The headline's note on the set-up when the GPUs' own note says nothing about it."""
+    bdev = result["baseline"].get("device") or {}
+    cdev = result["candidate"].get("device") or {}
+    notes = []
+    if (result["latency"].get("gpu") or {}).get("mode") is None and bdev.get("name") != cdev.get(
+        "name"
+    ):
+        notes.append("different GPUs")
+    if bdev.get("driver") and cdev.get("driver") and bdev["driver"] != cdev["driver"]:
+        notes.append("different drivers")
+    return ", ".join(notes) or None
 
 
 def dispatch_verdicts(result: dict[str, Any]) -> dict[str, int]:

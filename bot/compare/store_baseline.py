@@ -72,6 +72,8 @@ def baseline_from_store(
             "url": store.url,
             "key": entry.key.label,
             "entry": entry.name,
+            # The branch (or other label) the baseline was stored under, for the comment.
+            "ref": entry.ref,
             "selection": selection,
             "gpu_uuids": entry.gpu_uuids,
         },

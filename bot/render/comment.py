@@ -24,7 +24,7 @@ from markupsafe import Markup
 from bot import __version__
 from bot.ci_config import settings_line
 from bot.compare import stats
-from bot.render.sanitize import finalize, md_block, md_code, md_text, md_url
+from bot.render.sanitize import finalize, html_code, md_block, md_code, md_text, md_url
 
 GITHUB_COMMENT_LIMIT = 65536
 MARKER_PREFIX = "<!-- collectbot "
@@ -109,6 +109,7 @@ def _env() -> jinja2.Environment:
     env.filters["code"] = md_code
     env.filters["block"] = md_block
     env.filters["text"] = md_text
+    env.filters["html_code"] = html_code
     return env
 
 
@@ -135,6 +136,81 @@ def fmt_ci(case: dict[str, Any]) -> str:
     return f"[{fmt_change(lo)}, {fmt_change(hi)}]"
 
 
+# What a reader sees for each verdict: one word for a case that did not move, everywhere.
+VERDICT_WORDS = {stats.SAME: "unchanged"}
+
+
+def verdict_word(verdict: str) -> str:
+    return VERDICT_WORDS.get(verdict, verdict)
+
+
+def short_sha(sha: object) -> str:
+    text = str(sha or "")
+    return text[:7] if re.fullmatch(r"[0-9a-fA-F]{8,64}", text) else text
+
+
+def _side_ref(label: str, sha: object, branch: object, run_id: object) -> Markup:
+    """`head 841efd6 (pr-42)`: the commit, and the branch or run when known (all escaped)."""
+    commit = (
+        md_code(short_sha(sha)) if sha else md_text(f"run {run_id}" if run_id else "unknown commit")
+    )
+    return Markup(f"**{label}** {commit}" + (f" ({md_code(branch)})" if branch else ""))
+
+
+def _report_link(url: str | None) -> Markup | None:
+    """An https URL, or a bare file name beside the comment (`report.html`, the demo's)."""
+    if url is not None and re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.html", url):
+        return Markup(url)
+    return md_url(url)
+
+
+def _links(opts: RenderOptions) -> list[str]:
+    return [
+        f"[{name}]({url})"
+        for name, url in (
+            ("artifacts", md_url(opts.artifacts_url)),
+            ("HTML report", _report_link(opts.report_url)),
+        )
+        if url
+    ]
+
+
+def header_lines(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
+    """The comment's first lines: what was compared with what, on which GPU and backend, the
+    decision rule, and the links to the evidence."""
+    base, cand = comparison["baseline"], comparison["candidate"]
+    store = comparison["baseline"].get("store") or {}
+    settings = comparison["settings"]
+    ops = ", ".join(cand.get("ops") or [])
+    device = (cand.get("device") or {}).get("name") or "unknown device"
+    kind = base.get("kind") or "explicit-run"
+    head = _side_ref(
+        "head", opts.head_sha or cand.get("git_sha"), cand.get("branch"), cand.get("run_id")
+    )
+    against = _side_ref(
+        "baseline",
+        base.get("git_sha"),
+        store.get("ref") or base.get("branch"),
+        base.get("run_id"),
+    )
+    where = md_text(
+        f"{kind}{', paired' if base.get('paired') else ''} · {cand.get('backend')} {ops} "
+        f"on {device}"
+    )
+    rule = md_text(
+        f"Rule: a case is regressed or improved when its {settings['confidence'] * 100:g}% "
+        f"interval excludes changes under {settings['min_effect'] * 100:g}% (and "
+        f"{settings['noise_mult']:g}x its noise) and it passes Benjamini-Hochberg at FDR "
+        f"{settings['alpha'] * 100:g}%; otherwise unchanged or inconclusive."
+    )
+    links = _links(opts)
+    return {
+        "compared": Markup(f"{head} vs {against} · {where}"),
+        "rule": rule,
+        "links": Markup(" · ".join(links)) if links else None,
+    }
+
+
 def case_label(case: dict[str, Any]) -> str:
     params = case.get("params") or {}
     return f"{case['op']} " + " ".join(
@@ -143,11 +219,13 @@ def case_label(case: dict[str, Any]) -> str:
 
 
 def _case_row(case: dict[str, Any]) -> dict[str, Any]:
-    verdict = case["verdict"] + (" (size only)" if case.get("method") == "size-only" else "")
+    verdict = verdict_word(case["verdict"]) + (
+        " (size only)" if case.get("method") == "size-only" else ""
+    )
     if case.get("confirmed"):
         verdict += " · confirmed"
     if case.get("remeasured") and case.get("first_verdict") != case["verdict"]:
-        verdict += f" (first pass: {case.get('first_verdict')}; re-measured)"
+        verdict += f" (first pass: {verdict_word(str(case.get('first_verdict')))}; re-measured)"
     kernel = case.get("kernel_cand", "")
     if case.get("dispatch_change"):
         # Two kernels compared: a dispatch change, not the same kernel moving.
@@ -186,17 +264,32 @@ def ratio_chart(cases: list[dict[str, Any]], histogram: dict[str, Any] | None = 
         counts = [0] * (len(edges) + 1)
         for r in ratios:
             counts[sum(1 for e in edges if r >= e)] += 1
-    labels = [f"<{fmt_change(edges[0])}"]
-    labels += [f"{fmt_change(a)}..{fmt_change(b)}" for a, b in itertools.pairwise(edges)]
-    labels.append(f">{fmt_change(edges[-1])}")
+
+    def pct(ratio: float) -> str:
+        return f"{(ratio - 1) * 100:+g}%"
+
+    # Words, not `<`/`>` (Mermaid shows them as `&lt;`); bars run sideways so that each label
+    # has a line of its own; each bar is labelled with its count and the count axis has no
+    # ticks (they fall on fractions of a case for small counts; a range would need `-->`,
+    # which no comment body carries outside its marker).
+    labels = [f"under {pct(edges[0])}"]
+    labels += [f"{pct(a)} to {pct(b)}" for a, b in itertools.pairwise(edges)]
+    labels.append(f"over {pct(edges[-1])}")
     x_axis = ", ".join(json.dumps(label) for label in labels)
     return (
-        "xychart-beta\n"
+        "%%{init: " + json.dumps(_CHART_CONFIG) + "}%%\n"
+        "xychart-beta horizontal\n"
         '  title "Cases by latency change (candidate vs baseline)"\n'
         f"  x-axis [{x_axis}]\n"
         '  y-axis "cases"\n'
         f"  bar [{', '.join(str(c) for c in counts)}]"
     )
+
+
+_CHART_CONFIG = {
+    "xyChart": {"showDataLabel": True, "yAxis": {"showLabel": False, "showTick": False}},
+    "themeVariables": {"xyChart": {"plotColorPalette": "steelblue"}},
+}
 
 
 def short_uuid(uuid: str | None) -> str:
@@ -327,6 +420,8 @@ def reproduce_commands(comparison: dict[str, Any]) -> str:
 class RenderOptions:
     head_sha: str | None = None
     artifacts_url: str | None = None
+    # Where the HTML report is served (an https URL; a relative path for local files).
+    report_url: str | None = None
     top: int = 10
     detail_rows: int = 200
     max_groups: int = 50
@@ -403,17 +498,12 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
                 "status_icon": ICONS.get(row["status"], "✅"),
             }
         )
-    ops = ", ".join(cand.get("ops") or [])
-    device = (cand.get("device") or {}).get("name", "unknown device")
     base_gpus, cand_gpus = side_gpus(comparison)
     return {
         "marker": Markup(marker_for(comparison, opts.head_sha).render()),
         "icon": ICONS[verdict["level"]],
         "title": f"collectbot: {verdict['headline']}",
-        "subtitle": md_text(
-            f"{cand.get('backend')} {ops} on {device}; candidate {cand.get('run_id')} "
-            f"vs {comparison['baseline'].get('kind')} baseline {base.get('run_id')}"
-        ),
+        **header_lines(comparison, opts),
         "reasons": verdict["reasons"],
         "warnings": comparison.get("warnings", []),
         "groups": {
@@ -548,6 +638,11 @@ def run_marker(meta: dict[str, Any], opts: RenderOptions) -> Marker:
     )
 
 
+def _known(*values: object) -> str:
+    """The values that are known, joined by spaces ('' when none is: never 'None')."""
+    return " ".join(str(v) for v in values if v not in (None, ""))
+
+
 def _run_context(info: Any, opts: RenderOptions) -> dict[str, Any]:
     from bot.render.run_summary import run_verdict
 
@@ -565,18 +660,16 @@ def _run_context(info: Any, opts: RenderOptions) -> dict[str, Any]:
                 "failed": row.get("failed", "–"),
             }
         )
-    device = meta.get("device") if isinstance(meta.get("device"), dict) else {}
+    device = (meta.get("device") if isinstance(meta.get("device"), dict) else None) or {}
+    framework = _known(meta.get("framework"), meta.get("framework_version"))
+    backend = _known(meta.get("backend") or opts.backend)
     provenance = [
         ("run id", meta.get("run_id")),
         ("status", info.status),
         ("git SHA", opts.head_sha or meta.get("git_sha")),
-        (
-            "backend",
-            f"{meta.get('backend') or opts.backend} ({meta.get('framework')} "
-            f"{meta.get('framework_version')})",
-        ),
-        ("device", (device or {}).get("name") or opts.gpu),
-        ("driver / CUDA", f"{(device or {}).get('driver')} / {(device or {}).get('cuda')}"),
+        ("backend", backend + (f" ({framework})" if backend and framework else framework)),
+        ("device", device.get("name") or opts.gpu),
+        ("driver / CUDA", " / ".join(_known(device.get(k)) or "–" for k in ("driver", "cuda"))),
         (
             "image",
             (meta.get("image") or {}).get("digest")
@@ -591,6 +684,14 @@ def _run_context(info: Any, opts: RenderOptions) -> dict[str, Any]:
     command = [str(c) for c in meta.get("command") or []]
     return {
         "marker": Markup(run_marker(meta, opts).render()),
+        "compared": Markup(
+            _side_ref("head", opts.head_sha or meta.get("git_sha"), None, meta.get("run_id"))
+            + md_text(
+                f" · {_known(backend, ', '.join(meta.get('ops') or [])) or 'unknown backend'} "
+                f"on {device.get('name') or opts.gpu or 'unknown GPU'}"
+            )
+        ),
+        "links": Markup(" · ".join(links)) if (links := _links(opts)) else None,
         "icon": ICONS[level],
         "level": level,
         "title": f"collectbot: {headline}",

@@ -14,13 +14,27 @@ import jinja2
 from markupsafe import Markup, escape
 
 from bot import __version__
-from bot.render.comment import ICONS, case_label, fmt_change, fmt_ms, side_gpus
+from bot.render.comment import ICONS, case_label, fmt_change, fmt_ms, side_gpus, verdict_word
 
 VERDICT_COLORS = {
     "regressed": "#d1242f",
     "improved": "#1a7f37",
     "same": "#8c959f",
     "inconclusive": "#bf8700",
+}
+# What the provenance table calls each run.json key.
+PROVENANCE_NAMES = {
+    "run_id": "run id",
+    "status": "status",
+    "git_sha": "git SHA",
+    "backend": "backend",
+    "framework": "framework",
+    "framework_version": "framework version",
+    "plan_hash": "plan hash",
+    "case_set": "case set",
+    "collector_hash": "collector hash",
+    "started_at": "started",
+    "finished_at": "finished",
 }
 MAX_TABLE_ROWS = 20000
 MAX_POINTS = 4000
@@ -44,54 +58,93 @@ def _finite(v: Any) -> bool:
     return isinstance(v, int | float) and math.isfinite(v)
 
 
-def histogram_svg(cases: list[dict[str, Any]], width: int = 640, height: int = 220) -> Markup:
-    changes = sorted(_pct(c["ratio"]) for c in cases if _finite(c.get("ratio")))
-    if not changes:
+def nice_ticks(lo: float, hi: float, most: int = 7) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten apart) inside [lo, hi]."""
+    span = max(hi - lo, 1e-9)
+    raw = span / max(1, most - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(lo / step) * step
+    return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def histogram_svg(cases: list[dict[str, Any]], width: int = 1200, height: int = 260) -> Markup:
+    """Cases by latency change, each bar stacked by verdict (an unchanged case is grey
+    whatever its sign); integer count ticks."""
+    rows = sorted(
+        ((_pct(c["ratio"]), str(c.get("verdict", ""))) for c in cases if _finite(c.get("ratio"))),
+        key=lambda r: r[0],
+    )
+    if not rows:
         return Markup("<p>No latency ratios to plot.</p>")
-    lo_i, hi_i = int(0.01 * (len(changes) - 1)), int(0.99 * (len(changes) - 1))
-    lo, hi = min(changes[lo_i], -1.0), max(changes[hi_i], 1.0)
+    lo_i, hi_i = int(0.01 * (len(rows) - 1)), int(0.99 * (len(rows) - 1))
+    lo, hi = min(rows[lo_i][0], -1.0), max(rows[hi_i][0], 1.0)
     bins = 40
     step = (hi - lo) / bins
-    counts = [0] * bins
-    for v in changes:
-        counts[min(bins - 1, max(0, int((v - lo) / step)))] += 1
-    top = max(counts)
-    pad_l, pad_b = 40, 30
-    w, h = width - pad_l - 10, height - pad_b - 10
+    counts: list[dict[str, int]] = [{} for _ in range(bins)]
+    for v, verdict in rows:
+        b = counts[min(bins - 1, max(0, int((v - lo) / step)))]
+        b[verdict] = b.get(verdict, 0) + 1
+    top = max(sum(b.values()) for b in counts)
+    pad_l, pad_b, pad_t = 44, 30, 34  # the legend sits above the bars
+    w, h = width - pad_l - 10, height - pad_b - pad_t
     parts = [
         f'<svg class="plot" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         'role="img" '
-        'aria-label="Histogram of latency changes">'
+        'aria-label="Histogram of latency changes, coloured by verdict">'
     ]
-    for i, n in enumerate(counts):
-        if not n:
-            continue
-        bh = h * n / top
+    for i, b in enumerate(counts):
         x = pad_l + w * i / bins
         left = lo + i * step
-        color = "#d1242f" if left >= 0 else "#1a7f37"
-        parts.append(
-            f'<rect x="{x:.1f}" y="{10 + h - bh:.1f}" width="{w / bins - 1:.1f}" '
-            f'height="{bh:.1f}" fill="{color}"><title>{left:+.1f}%..{left + step:+.1f}%: '
-            f"{n} cases</title></rect>"
-        )
+        y = float(pad_t + h)
+        for verdict in ("same", "inconclusive", "improved", "regressed"):
+            n = b.get(verdict, 0)
+            if not n:
+                continue
+            bh = h * n / top
+            y -= bh
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{w / bins - 1:.1f}" height="{bh:.1f}" '
+                f'fill="{VERDICT_COLORS.get(verdict, "#57606a")}"><title>{left:+.1f}%..'
+                f"{left + step:+.1f}%: {n} {escape(verdict_word(verdict))}</title></rect>"
+            )
     zero = pad_l + w * (0 - lo) / (hi - lo)
     parts.append(
-        f'<line x1="{zero:.1f}" x2="{zero:.1f}" y1="10" y2="{10 + h}" stroke="#333" '
+        f'<line x1="{zero:.1f}" x2="{zero:.1f}" y1="{pad_t}" y2="{pad_t + h}" stroke="#333" '
         'stroke-dasharray="3,3"/>'
     )
-    for frac, anchor in ((0.0, "start"), (0.5, "middle"), (1.0, "end")):
-        v = lo + (hi - lo) * frac
+    for v in nice_ticks(lo, hi, 9):
         parts.append(
-            f'<text x="{pad_l + w * frac:.1f}" y="{height - 8}" text-anchor="{anchor}">'
-            f"{v:+.1f}%</text>"
+            f'<text x="{pad_l + w * (v - lo) / (hi - lo):.1f}" y="{height - 8}" '
+            f'text-anchor="middle">{_tick(v)}</text>'
         )
-    parts.append(f'<text x="4" y="18">{top}</text><text x="4" y="{10 + h}">0</text>')
+    for n in sorted({int(t) for t in nice_ticks(0, top, 5) if float(t).is_integer()}):
+        parts.append(
+            f'<text x="{pad_l - 6}" y="{pad_t + h - h * n / top + 4:.1f}" '
+            f'text-anchor="end">{n}</text>'
+        )
+    parts.append(_legend(pad_l + 8, 16))
     parts.append("</svg>")
     return Markup("".join(parts))
 
 
-def forest_svg(cases: list[dict[str, Any]], top: int = 30, width: int = 760) -> Markup:
+def _tick(v: float) -> str:
+    return "0%" if abs(v) < 1e-9 else f"{v:+g}%"
+
+
+def _legend(x: float, y: float) -> str:
+    out = []
+    for i, verdict in enumerate(("regressed", "improved", "inconclusive", "same")):
+        cx = x + i * 110
+        out.append(
+            f'<rect x="{cx:.0f}" y="{y - 9:.0f}" width="10" height="10" '
+            f'fill="{VERDICT_COLORS[verdict]}"/><text x="{cx + 14:.0f}" y="{y:.0f}">'
+            f"{verdict_word(verdict)}</text>"
+        )
+    return "".join(out)
+
+
+def forest_svg(cases: list[dict[str, Any]], top: int = 30, width: int = 1200) -> Markup:
     rows = [c for c in cases if _finite(c.get("ratio")) and c["ratio"] > 0]
     rows.sort(key=lambda c: -abs(math.log(c["ratio"])))
     rows = rows[:top]
@@ -100,9 +153,9 @@ def forest_svg(cases: list[dict[str, Any]], top: int = 30, width: int = 760) -> 
     values = [_pct(c["ratio"]) for c in rows]
     values += [_pct(c[k]) for c in rows for k in ("lo", "hi") if _finite(c.get(k))]
     lo, hi = min(min(values), -1.0), max(max(values), 1.0)
-    label_w, row_h = 330, 18
-    plot_w = width - label_w - 20
-    height = row_h * len(rows) + 30
+    label_w, row_h = 420, 20
+    plot_w = width - label_w - 30
+    height = row_h * len(rows) + 34
 
     def x(v: float) -> float:
         return label_w + plot_w * (v - lo) / (hi - lo)
@@ -128,16 +181,19 @@ def forest_svg(cases: list[dict[str, Any]], top: int = 30, width: int = 760) -> 
             )
         parts.append(
             f'<circle cx="{x(_pct(c["ratio"])):.1f}" cy="{y}" r="4" fill="{color}">'
-            f"<title>{label}: {escape(fmt_change(c['ratio']))} ({escape(c.get('verdict', ''))})"
+            f"<title>{label}: {escape(fmt_change(c['ratio']))} "
+            f"({escape(verdict_word(str(c.get('verdict', ''))))})"
             "</title></circle>"
         )
-    for v in (lo, 0.0, hi):
-        parts.append(f'<text x="{x(v):.1f}" y="{height - 4}" text-anchor="middle">{v:+.1f}%</text>')
+    for v in nice_ticks(lo, hi, 8):
+        parts.append(
+            f'<text x="{x(v):.1f}" y="{height - 4}" text-anchor="middle">{_tick(v)}</text>'
+        )
     parts.append("</svg>")
     return Markup("".join(parts))
 
 
-def scatter_svg(cases: list[dict[str, Any]], width: int = 640, height: int = 300) -> Markup:
+def scatter_svg(cases: list[dict[str, Any]], width: int = 1200, height: int = 320) -> Markup:
     pts = [
         c
         for c in cases
@@ -211,7 +267,8 @@ def _case_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "p_text": f"{c.get('q', c.get('p')):.2g}"
                 if _finite(c.get("q", c.get("p")))
                 else "–",
-                "verdict": c.get("verdict", ""),
+                "verdict": verdict_word(str(c.get("verdict", ""))),
+                "verdict_class": c.get("verdict", ""),
                 "confirmed": bool(c.get("confirmed")),
             }
         )
@@ -254,10 +311,10 @@ def render_html_report(
         "finished_at",
     )
     provenance = (
-        [{"name": k, "base": base.get(k), "cand": cand.get(k)} for k in prov_keys]
+        [{"name": PROVENANCE_NAMES[k], "base": base.get(k), "cand": cand.get(k)} for k in prov_keys]
         + [
             {
-                "name": f"device {k}",
+                "name": f"GPU {'UUID' if k == 'uuid' else k.upper() if k == 'cuda' else k}",
                 "base": (base.get("device") or {}).get(k),
                 "cand": (cand.get("device") or {}).get(k),
             }

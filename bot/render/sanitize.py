@@ -62,6 +62,14 @@ def md_code(text: object, limit: int = 200) -> Markup:
     return Markup(f"{fence}{pad}{s}{pad}{fence}")
 
 
+def html_code(text: object, limit: int = 200) -> Markup:
+    """Inline code inside an HTML element (a `<summary>`), where markdown's backticks would
+    show literally: `<code>` with the text HTML-escaped, no pings."""
+    s = clean(text, limit).replace("\r", " ").replace("\n", " ")
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return Markup(f"<code>{_no_pings(s)}</code>")
+
+
 def md_block(text: object, limit: int = 4000, lang: str = "") -> Markup:
     """A fenced code block whose fence is longer than any backtick run inside it."""
     s = clean(text, limit).replace("\r\n", "\n").replace("\r", "\n")

@@ -8,6 +8,12 @@ from typing import Any
 
 Params = Mapping[str, Any]
 
+# Every dtype name a case may give (a backend may still not support one: that is an
+# `unsupported` outcome); anything else is a typo, refused when the plan is built.
+KNOWN_DTYPES = frozenset(
+    {"float32", "float16", "bfloat16", "fp8", "fp8_block", "int8", "int4", "nvfp4"}
+)
+
 
 @dataclass(frozen=True)
 class OpSpec:
@@ -31,6 +37,11 @@ class OpSpec:
     @property
     def field_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.fields)
+
+    @property
+    def dtype_fields(self) -> tuple[str, ...]:
+        """The fields whose values are dtype names (`gemm_dtype`, `kv_cache_dtype`...)."""
+        return tuple(name for name in self.field_names if name.endswith("dtype"))
 
     def dtype_of(self, params: Params) -> str:
         return str(params[self.dtype_field])

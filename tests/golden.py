@@ -1,0 +1,84 @@
+"""Golden files: what maintainers read, rendered from fixed inputs and kept in tests/golden/.
+
+A test compares a rendering with its file; `pytest --update-golden` (or
+COLLECTBOT_UPDATE_GOLDEN=1) rewrites the files instead, so every change to a comment or
+report shows up as a diff for review.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from collector.caseplan import Case
+from tests.factories import failure, gemm_case, simulated_runs, write_record
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+UPDATE_ENV = "COLLECTBOT_UPDATE_GOLDEN"
+# Every rendering is pinned to these, so a golden file changes only with the renderer.
+STAMP = "2026-11-30T00:00:00+00:00"
+
+
+def check_golden(name: str, text: str, update: bool) -> None:
+    """Compare `text` with tests/golden/NAME, or (re)write it when updating."""
+    path = GOLDEN / name
+    if update or os.environ.get(UPDATE_ENV) == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return
+    assert path.is_file(), f"{path} missing: run pytest --update-golden and review the diff"
+    expected = path.read_text()
+    if text != expected:
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                f"golden/{name}",
+                "rendered",
+            )
+        )
+        raise AssertionError(f"{name} differs from its golden file:\n{diff[:6000]}")
+
+
+def _failed(case: Case, message: str, exc: str = "RuntimeError") -> object:
+    return dataclasses.replace(failure(case, message, exc), timestamp=STAMP)
+
+
+def golden_runs(root: Path) -> tuple[Path, Path]:
+    """A baseline and a candidate: two regressions, one improvement, unchanged cases, one
+    noisy case, a new failure group and a resolved one; fixed seed and provenance."""
+    rng = np.random.default_rng(20)
+    cases = [gemm_case(m, dtype=d) for d in ("bfloat16", "float32") for m in (1, 16, 128, 1024)]
+    new_fail, old_fail = cases[3], cases[7]
+    cand_ms = {cases[0].key: 1.30, cases[1].key: 1.12, cases[4].key: 0.8}
+
+    def base_samples(c: Case) -> list[list[float]] | None:
+        return simulated_runs(rng, 0.05 * (1 + cases.index(c)))
+
+    def cand_samples(c: Case) -> list[list[float]] | None:
+        true = 0.05 * (1 + cases.index(c)) * cand_ms.get(c.key, 1.0)
+        spread = 0.2 if c is cases[2] else 0.005
+        return None if c is new_fail else simulated_runs(rng, true, run_spread=spread)
+
+    def meta(sha: str, run: str) -> dict[str, object]:
+        return {"git_sha": sha, "run_id": run, "branch": "main" if run == "base" else "pr-42"}
+
+    base = write_record(
+        root / "base",
+        cases,
+        lambda c: None if c is old_fail else base_samples(c),
+        failures=[_failed(old_fail, "CUBLAS_STATUS_EXECUTION_FAILED")],  # type: ignore[list-item]
+        meta_extra=meta("b7d83e9764ca0000000000000000000000000000", "base"),
+    )
+    cand = write_record(
+        root / "cand",
+        cases,
+        cand_samples,
+        failures=[_failed(new_fail, "CUDA error: an illegal memory access", "AcceleratorError")],  # type: ignore[list-item]
+        meta_extra=meta("841efd6666790000000000000000000000000000", "cand"),
+    )
+    return base, cand
