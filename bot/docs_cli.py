@@ -89,9 +89,18 @@ def render() -> str:
     return "\n".join([HEADER.rstrip("\n"), *_sections(root, [])]) + "\n"
 
 
+USAGE = "usage: python -m bot.docs_cli [--check] [PAGE]  (default page: docs/cli.md)"
+
+
 def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        print(USAGE)
+        return 0
     check = "--check" in argv
     paths = [a for a in argv if a != "--check"]
+    if len(paths) > 1 or any(a.startswith("-") for a in paths):
+        print(f"error: unexpected arguments {' '.join(paths)}; {USAGE}", file=sys.stderr)
+        return 2
     page = Path(paths[0]) if paths else PAGE
     text = render()
     if check:
