@@ -15,7 +15,7 @@ from bot.render.html import render_html_report
 from bot.render.run_summary import load_run_info
 from collector.record import read_record
 from tests.factories import gemm_case, write_record
-from tests.golden import STAMP, stamped_failure, check_golden, golden_runs
+from tests.golden import STAMP, check_golden, golden_runs, stamped_failure
 
 # A comparison's JSON and every case (cases.parquet), as render reads them.
 Rendered = tuple[dict[str, Any], list[dict[str, Any]]]
