@@ -60,7 +60,7 @@ def test_the_run_only_comment(
         Path("run"),
         cases,
         lambda c: None if c is cases[2] else [[0.05] * 8] * 6,
-        failures=[stamped_failure(cases[2], "CUDA error: out of memory", "OutOfMemoryError")],  # type: ignore[list-item]
+        failures=[stamped_failure(cases[2], "CUDA error: out of memory", "OutOfMemoryError")],
         status="partial",
         meta_extra={"git_sha": "841efd6666790000000000000000000000000000", "run_id": "run"},
     )
