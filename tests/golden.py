@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from collector.caseplan import Case
+from collector.failures import FailureRecord
 from tests.factories import failure, gemm_case, simulated_runs, write_record
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -44,7 +45,7 @@ def check_golden(name: str, text: str, update: bool) -> None:
         raise AssertionError(f"{name} differs from its golden file:\n{diff[:6000]}")
 
 
-def _failed(case: Case, message: str, exc: str = "RuntimeError") -> object:
+def stamped_failure(case: Case, message: str, exc: str = "RuntimeError") -> FailureRecord:
     return dataclasses.replace(failure(case, message, exc), timestamp=STAMP)
 
 
@@ -71,14 +72,16 @@ def golden_runs(root: Path) -> tuple[Path, Path]:
         root / "base",
         cases,
         lambda c: None if c is old_fail else base_samples(c),
-        failures=[_failed(old_fail, "CUBLAS_STATUS_EXECUTION_FAILED")],  # type: ignore[list-item]
+        failures=[stamped_failure(old_fail, "CUBLAS_STATUS_EXECUTION_FAILED")],
         meta_extra=meta("b7d83e9764ca0000000000000000000000000000", "base"),
     )
     cand = write_record(
         root / "cand",
         cases,
         cand_samples,
-        failures=[_failed(new_fail, "CUDA error: an illegal memory access", "AcceleratorError")],  # type: ignore[list-item]
+        failures=[
+            stamped_failure(new_fail, "CUDA error: an illegal memory access", "AcceleratorError")
+        ],
         meta_extra=meta("841efd6666790000000000000000000000000000", "cand"),
     )
     return base, cand

@@ -15,7 +15,7 @@ from bot.render.html import render_html_report
 from bot.render.run_summary import load_run_info
 from collector.record import read_record
 from tests.factories import gemm_case, write_record
-from tests.golden import STAMP, _failed, check_golden, golden_runs
+from tests.golden import STAMP, check_golden, golden_runs, stamped_failure
 
 # A comparison's JSON and every case (cases.parquet), as render reads them.
 Rendered = tuple[dict[str, Any], list[dict[str, Any]]]
@@ -60,7 +60,7 @@ def test_the_run_only_comment(
         Path("run"),
         cases,
         lambda c: None if c is cases[2] else [[0.05] * 8] * 6,
-        failures=[_failed(cases[2], "CUDA error: out of memory", "OutOfMemoryError")],  # type: ignore[list-item]
+        failures=[stamped_failure(cases[2], "CUDA error: out of memory", "OutOfMemoryError")],
         status="partial",
         meta_extra={"git_sha": "841efd6666790000000000000000000000000000", "run_id": "run"},
     )
