@@ -286,6 +286,21 @@ def ensure_base_image(
     return ref
 
 
+def engine_or_skip() -> Any:
+    """The Docker engine's client; skip without one, unless COLLECTBOT_REQUIRE_DOCKER=1 (CI)."""
+    import pytest
+
+    from bot.images.engine import connect
+    from collector.errors import UserError
+
+    try:
+        return connect()
+    except UserError as exc:
+        if os.environ.get("COLLECTBOT_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"COLLECTBOT_REQUIRE_DOCKER=1 but {exc}")
+        pytest.skip(f"{exc} (set COLLECTBOT_REQUIRE_DOCKER=1 to make this a failure)")
+
+
 def ensure_python_base(client: Any) -> str:
     """A base with this machine's Python and pip only: the stand-in for python:3.X-slim."""
     return ensure_base_image(client, standins={}, roots=("pip",), repository=PYTHON_REPOSITORY)

@@ -10,7 +10,6 @@ COLLECTBOT_REQUIRE_DOCKER=1 (set by .ci/run), which makes a missing engine a fai
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import threading
 import time
@@ -29,11 +28,10 @@ from bot.images.container import ContainerOptions, ContainerOutcome, collect_in_
 from bot.images.context import COLLECTOR_DIR
 from bot.images.sandbox import BindMount, Limits, Sandbox
 from collector.engine import CollectConfig
-from collector.errors import UserError
 from collector.pins import load_manifest
 from collector.record import CHECKPOINT, read_record
 from collector.timing import Protocol
-from tests.docker_support import ensure_base_image
+from tests.docker_support import engine_or_skip, ensure_base_image
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -45,14 +43,7 @@ VLLM_REF = (
 
 @pytest.fixture(scope="module")
 def client() -> Any:
-    from bot.images.engine import connect
-
-    try:
-        return connect()
-    except UserError as exc:
-        if os.environ.get("COLLECTBOT_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"COLLECTBOT_REQUIRE_DOCKER=1 but {exc}")
-        pytest.skip(f"{exc} (set COLLECTBOT_REQUIRE_DOCKER=1 to make this a failure)")
+    return engine_or_skip()
 
 
 @pytest.fixture(scope="module")

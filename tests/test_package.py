@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bot import __version__
-from collector.errors import UserError
+from tests.docker_support import engine_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -90,14 +90,7 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_demo(tmp_path: Path) 
 
 @pytest.fixture(scope="module")
 def client() -> Any:
-    from bot.images.engine import connect
-
-    try:
-        return connect()
-    except UserError as exc:
-        if os.environ.get("COLLECTBOT_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"COLLECTBOT_REQUIRE_DOCKER=1 but {exc}")
-        pytest.skip(f"{exc} (set COLLECTBOT_REQUIRE_DOCKER=1 to make this a failure)")
+    return engine_or_skip()
 
 
 def test_the_bot_image_builds_offline_runs_as_nobody_and_has_no_gpu_stack(client: Any) -> None:
