@@ -476,31 +476,23 @@ class Collection:
             # The round's panel kernels first on every device, then its cases, each case on
             # its own device.
             tasks = [
-                Task(
-                    task_id=f"{PANEL_TASK}{case.key}#run{run}#slot{slot}",
-                    case_key=case.key,
-                    op=case.op,
-                    values=list(case.values),
-                    params=case.params,
-                    dtype=case.dtype,
-                    run=run,
-                    clock_reference_mhz=self.panel_clock_reference(slot, case.key),
-                    slot=slot,
+                Task.of(
+                    case,
+                    run,
+                    f"{PANEL_TASK}{case.key}#run{run}#slot{slot}",
+                    self.panel_clock_reference(slot, case.key),
+                    slot,
                     panel=True,
                 )
                 for slot, case in panel
             ]
             tasks += [
-                Task(
-                    task_id=f"{c.key}#run{run}",
-                    case_key=c.key,
-                    op=c.op,
-                    values=list(c.values),
-                    params=c.params,
-                    dtype=c.dtype,
-                    run=run,
-                    clock_reference_mhz=self.clock_reference(c.key),
-                    slot=self.slots.get(c.key, 0),
+                Task.of(
+                    c,
+                    run,
+                    f"{c.key}#run{run}",
+                    self.clock_reference(c.key),
+                    self.slots.get(c.key, 0),
                 )
                 for c in cases
             ]

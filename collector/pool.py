@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collector.environment import environment_for_children, measured_code_environment
 from collector.errors import UserError
@@ -31,6 +31,9 @@ from collector.failures import (
     poisons_context,
 )
 from collector.worker import WorkerSpec, worker_main
+
+if TYPE_CHECKING:
+    from collector.caseplan import Case
 
 STARTUP_TIMEOUT_S = 900.0
 # A slot whose worker dies this many times in a row before it is ready aborts the run.
@@ -63,6 +66,30 @@ class Task:
     # A calibration-panel kernel (collector/panel.py): measured with the bot's torch
     # backend and never slowed by a canary.
     panel: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        case: Case,
+        run: int,
+        task_id: str,
+        clock_reference_mhz: float | None,
+        slot: int | None,
+        panel: bool = False,
+    ) -> Task:
+        """The task of one run of `case`: its identity and fields copied from the case."""
+        return cls(
+            task_id=task_id,
+            case_key=case.key,
+            op=case.op,
+            values=list(case.values),
+            params=case.params,
+            dtype=case.dtype,
+            run=run,
+            clock_reference_mhz=clock_reference_mhz,
+            slot=slot,
+            panel=panel,
+        )
 
     def message(self) -> dict[str, Any]:
         return {
