@@ -479,7 +479,7 @@ CONTROLS = [
     Control(
         "S50a",
         "the site's templates autoescape",
-        (edit("bot/site/build.py", "        autoescape=True,", "        autoescape=False,"),),
+        (edit("bot/render/html.py", "        autoescape=True,", "        autoescape=False,"),),
         ("tests/test_site.py::test_hostile_text_is_escaped",),
     ),
     Control(

@@ -40,9 +40,10 @@ MAX_TABLE_ROWS = 20000
 MAX_POINTS = 4000
 
 
-def _env() -> jinja2.Environment:
+def html_environment(package: str = "bot.render") -> jinja2.Environment:
+    """Jinja for HTML pages from `package`'s templates: autoescaped, strict about names."""
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("bot.render", "templates"),
+        loader=jinja2.PackageLoader(package, "templates"),
         autoescape=True,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -339,7 +340,7 @@ def render_html_report(
         ]
     )
     return (
-        _env()
+        html_environment()
         .get_template("report.html.j2")
         .render(
             mode="comparison",
@@ -373,7 +374,7 @@ def render_run_html_report(info: Any) -> str:
     level, headline, reasons = run_verdict(info)
     meta = info.meta
     return (
-        _env()
+        html_environment()
         .get_template("report.html.j2")
         .render(
             mode="run",

@@ -26,6 +26,7 @@ from bot.history.changepoints import ChangePoint, by_commit, change_points
 from bot.history.core import History, HistorySettings, read_history
 from bot.history.export import case_summary
 from bot.render.comment import case_label, fmt_change, fmt_ms
+from bot.render.html import html_environment
 from bot.site.svg import Point, sparkline_svg, trend_svg
 from bot.store import slug
 from collector.errors import UserError
@@ -45,16 +46,6 @@ code{font-size:12px;white-space:nowrap}.muted{color:#59636e}.up{color:#d1242f}.d
 .group{border:1px solid #d0d7de;border-radius:6px;padding:8px}nav{margin-bottom:12px}
 .fail{color:#9a6700}
 """
-
-
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("bot.site", "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
 
 
 def _digest(text: str) -> str:
@@ -326,7 +317,7 @@ def build_site(
     if not found:
         raise UserError(f"{url}: no stored runs match the selection")
     out.mkdir(parents=True, exist_ok=True)
-    env = _env()
+    env = html_environment("bot.site")
     written = _Written()
     (out / "style.css").write_text(STYLE.strip() + "\n")
     index = []
