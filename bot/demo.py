@@ -1,7 +1,8 @@
 """The embedded default: a baseline and a canary candidate on CPU, compared and rendered.
 
-Both collections are driven round by round in alternation (A B B A ...), the schedule that
-keeps drift from looking like a change (docs/statistics.md).
+Both collections are driven case by case, each case's two sides measured back to back in
+alternating order: the schedule that keeps drift from looking like a change
+(docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ DEMO_SLOW = "gemm_dtype=bfloat16,m=128"
 DEMO_FACTOR = 1.5
 DEMO_FAIL = "gemm_dtype=float32,m=32,n=256,k=512"
 # A CPU in a shared VM is noisier than a GPU: ask for a larger change before calling it one.
-DEMO_SETTINGS = Settings(min_effect=0.05)
-DEMO_PROTOCOL = Protocol(runs=6, samples=7, warmup=2, target_sample_ms=4.0, idle_ratio=0.0)
+DEMO_SETTINGS = Settings(min_effect=0.10)
+DEMO_PROTOCOL = Protocol(runs=8, samples=7, warmup=2, target_sample_ms=4.0, idle_ratio=0.0)
 
 
 @dataclass
@@ -44,17 +45,21 @@ class DemoResult:
 def collect_alternating(
     base: Collection, cand: Collection, runs: int, console: Console, what: str
 ) -> None:
-    """Both collections round by round, A B B A ..., each with its own progress bar, which
-    ends at its total even when adaptive stopping ends a case's runs early."""
+    """Both collections case by case, each case's runs alternating A B, B A, ..., each
+    collection with its own progress bar, which ends at its total even when adaptive
+    stopping ends a case's runs early. Measuring a case's two sides back to back keeps a
+    shared machine's slow spells (seconds long) from landing on one side only."""
+    keys = [c.key for c in base.plan.cases]
     with progress_bar(console) as progress:
         tasks = {
             id(c): progress.add_task(f"{what}: {name}", total=c.total_tasks, failures=0)
             for c, name in ((base, "baseline"), (cand, "canary candidate"))
         }
         for run in range(runs):
-            first, second = (base, cand) if run % 2 == 0 else (cand, base)
-            for collection in (first, second):
-                collection.run_round(run, progress, tasks[id(collection)])
+            for i, key in enumerate(keys):
+                pair = (base, cand) if (run + i) % 2 == 0 else (cand, base)
+                for collection in pair:
+                    collection.run_round(run, progress, tasks[id(collection)], only={key})
         for collection in (base, cand):
             progress.update(
                 tasks[id(collection)],

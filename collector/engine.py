@@ -14,6 +14,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -186,6 +187,7 @@ class Collection:
             self.checkpoint = Checkpoint(self.out / CHECKPOINT)
             self.meta = self._meta()
             self._last_partial = 0.0
+            self._round_begun = -1  # the last round `run_round` began (workers recycle once)
             if self.startup_failure is not None:
                 self._record_startup_failure(self.startup_failure)
             self._write_partial(force=True)
@@ -442,20 +444,28 @@ class Collection:
             self.checkpoint.append("failure", outcome.to_json())
 
     def run_round(
-        self, run: int, progress: Progress | None = None, task: TaskID | None = None
+        self,
+        run: int,
+        progress: Progress | None = None,
+        task: TaskID | None = None,
+        only: AbstractSet[str] | None = None,
     ) -> None:
+        """Round `run` of every pending case, or of the cases keyed in `only` (a round can be
+        driven case by case, e.g. to interleave two collections; its panel goes first)."""
         if self.startup_failure is not None:
             return
-        cases = self.pending(run)
+        cases = [c for c in self.pending(run) if only is None or c.key in only]
         panel = self.panel_pending(run)
         if not cases and not panel:
             return
         if (
             run > 0
+            and run != self._round_begun
             and self.pool is not None
             and self.cfg.protocol.fresh_workers_on(self.cfg.device)
         ):
             self.pool.recycle()
+        self._round_begun = run
 
         def on_outcome(outcome: RunResult | FailureRecord) -> None:
             self.record(outcome)
