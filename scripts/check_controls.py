@@ -234,6 +234,12 @@ CONTROLS = [
         ("tests/test_ci_config.py::test_a_bad_value_is_one_line_naming_the_key",),
     ),
     Control(
+        "R50",
+        "a side that drifts with run order is marked and its verdict must clear the drift",
+        (edit("bot/compare/drift.py", "    demote(cols)\n", "    pass\n"),),
+        ("tests/test_drift.py::test_a_drifting_side_is_marked_and_not_called_improved",),
+    ),
+    Control(
         "S1",
         "a label approves only with write permission",
         (edit("bot/github/plan.py", "    if permission_rank(facts.labeler_permission) < permission_rank(REQUIRED_PERMISSION):", "    if False:"),),

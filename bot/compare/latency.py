@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bot.compare import cross_gpu, stats
+from bot.compare import cross_gpu, drift, stats
 from collector.ops import get_op
 from collector.record import RunRecord
 from collector.sample_checks import (
@@ -266,6 +266,13 @@ def build_case_table(
     }
     cross_gpu.apply_offsets(cols, fits, calibrated, settings)
     _judge(cols, idx, settings)
+    drift.mark(
+        cols,
+        idx,
+        [stats.run_medians(b) for b in sampled.base],
+        [stats.run_medians(c) for c in sampled.cand],
+        settings,
+    )
     cols["first_verdict"] = np.full(n, None, dtype=object)
     cols["remeasured"] = np.zeros(n, dtype=bool)
     cols["confirmed"] = np.zeros(n, dtype=bool)
@@ -276,6 +283,7 @@ def build_case_table(
     cols["confirm_cand_runs"] = np.zeros(n, dtype=np.int64)
     if confirm is not None:
         _apply_confirmation(cols, sampled, confirm, settings, rng)
+        drift.demote(cols)  # the re-judged verdicts answer to the first pass's drift too
     # Never regressed, improved or same across GPUs without a measured offset.
     cols["verdict"][cols["gpu_match"] == cross_gpu.UNCALIBRATED] = stats.INCONCLUSIVE
     table = CaseTable(cols, [(name, field_values[name]) for name in field_names])
@@ -571,6 +579,8 @@ def _case_dict(table: CaseTable, i: int) -> dict[str, Any]:
         for side in ("base", "cand")
         for what, name in (("outliers", side), ("samples", f"{side}_samples"))
     }
+    if (trend := drift.case_drift(table.cols, i)) is not None:
+        row["drift"] = trend
     row["gpu"] = {
         "base": _py(table["base_gpu"][i]),
         "cand": _py(table["cand_gpu"][i]),
@@ -649,6 +659,7 @@ def compare_latency(
         "dispatch_changes": _dispatch_changes(table),
         "histogram": _histogram(table["ratio"]),
         "outliers": outlier_summary(table),
+        "drift": drift.summary(table.cols, settings),
         "gpu": table.gpu,
     }
     return section, table

@@ -107,6 +107,20 @@ class Settings:
     bootstrap: int = setting(
         2000, min=100, unit="replicates", help="Bootstrap replicates per case."
     )
+    # A side whose run medians trend with run order (bot/compare/drift.py).
+    drift_alpha: float = setting(
+        0.01,
+        min=0.0,
+        max=0.5,
+        unit="p-value",
+        help="A side trends when its runs' Mann-Kendall test is below this.",
+    )
+    drift_min: float = setting(
+        0.02,
+        min=0.0,
+        unit="fraction",
+        help="Smallest trend across a side's runs that marks its case as drifting (0.02 = 2%).",
+    )
     # The row's latency in the run record uses the same share (LATENCY_TRIM).
     trim: float = setting(
         LATENCY_TRIM,

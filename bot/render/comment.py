@@ -549,6 +549,7 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
             for d in latency["dispatch_changes"][: opts.detail_rows]
         ],
         "outliers": _outlier_context(latency.get("outliers"), opts.detail_rows),
+        "drift": _drift_context(latency.get("drift"), opts.detail_rows),
         "anomalies": [
             {"side": side, **a}
             for side, key in (("baseline", "base"), ("candidate", "cand"))
@@ -591,6 +592,28 @@ def _outlier_context(outliers: dict[str, Any] | None, rows: int) -> dict[str, An
                 "share": f"{c['outliers'] / max(1, c['samples']) * 100:.0f}%",
             }
             for c in outliers["cases"][:rows]
+        ],
+    }
+
+
+def _drift_context(drift: dict[str, Any] | None, rows: int) -> dict[str, Any] | None:
+    """The cases whose runs trended on a side, for the comment (None: nothing to show)."""
+    if not drift or not drift.get("cases_drifting"):
+        return None
+    return {
+        "count": drift["cases_drifting"],
+        "alpha": f"{drift['alpha']:g}",
+        "min": f"{drift['min'] * 100:g}%",
+        "omitted": max(0, len(drift["cases"]) - rows),
+        "rows": [
+            {
+                "label": c["key"],
+                "side": "baseline" if c["side"] == "base" else "candidate",
+                "drift": f"{c['drift'] * 100:+.1f}%",
+                "runs": c["runs"],
+                "verdict": c["verdict"],
+            }
+            for c in drift["cases"][:rows]
         ],
     }
 

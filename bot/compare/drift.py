@@ -1,0 +1,160 @@
+"""Drift within a collection: a side whose per-run medians trend with run order.
+
+A case whose level moves while it is measured (on the H200, 5-7 GB bf16 weights ran 7-11%
+faster in later runs) has no single level: its estimate depends on when the collection
+stopped, so averaging its runs hides the problem. Each side's trend is tested (Mann-Kendall
+on the run medians in run order) and sized (Theil-Sen slope across the runs, relative); a
+side that trends significantly by at least `drift_min` marks its case as drifting. A
+drifting case keeps a regressed or improved verdict only when its interval clears the
+threshold plus the drift; otherwise it is inconclusive, which sends it to the confirmation
+pass when there is one (docs/statistics.md, "Drift within a collection").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from bot.compare import stats
+
+# Fewer runs than this: no trend test (Mann-Kendall cannot reach p < 0.05 below 4 runs).
+MIN_RUNS = 5
+
+
+@dataclass(frozen=True)
+class Trends:
+    """Per case, aligned with the input: relative drift across the runs (NaN: not tested)
+    and the two-sided Mann-Kendall p-value (NaN: not tested)."""
+
+    drift: np.ndarray
+    p: np.ndarray
+
+
+def trends(run_medians: Sequence[np.ndarray]) -> Trends:
+    """Trend of each case's run medians, in run order, vectorised over cases.
+
+    Drift is expm1(Theil-Sen slope of log medians x (runs - 1)): the relative change from the
+    first run to the last that the trend accounts for. The Mann-Kendall statistic uses the
+    normal approximation with continuity correction (ties count zero)."""
+    n_cases = len(run_medians)
+    width = max((m.size for m in run_medians), default=0)
+    drift = np.full(n_cases, np.nan)
+    p = np.full(n_cases, np.nan)
+    if n_cases == 0 or width < MIN_RUNS:
+        return Trends(drift, p)
+    logs = np.full((n_cases, width), np.nan)
+    for row, medians in enumerate(run_medians):
+        logs[row, : medians.size] = np.log(medians)
+    i, j = np.triu_indices(width, k=1)
+    diffs = logs[:, j] - logs[:, i]
+    valid = np.isfinite(diffs)
+    counts = np.count_nonzero(np.isfinite(logs), axis=1)
+    tested = counts >= MIN_RUNS
+    s = np.where(valid, np.sign(diffs), 0.0).sum(axis=1)
+    var = counts * (counts - 1) * (2 * counts + 5) / 18.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = (np.abs(s) - 1.0).clip(min=0.0) / np.sqrt(var)
+        slopes = np.where(valid, diffs / (j - i), np.nan)
+    normal = NormalDist()
+    p[tested] = [2.0 * (1.0 - normal.cdf(float(v))) for v in z[tested]]
+    if tested.any():
+        slope = np.nanmedian(slopes[tested], axis=1)
+        drift[tested] = np.expm1(slope * (counts[tested] - 1))
+    return Trends(drift, p)
+
+
+def mark(
+    cols: dict[str, np.ndarray],
+    idx: np.ndarray,
+    base_medians: Sequence[np.ndarray],
+    cand_medians: Sequence[np.ndarray],
+    settings: stats.Settings,
+) -> None:
+    """Add each side's drift and p-value and the `drifting` flag for the sampled cases `idx`
+    (aligned with the medians), then apply the verdict rule (`demote`)."""
+    n = len(cols["key"])
+    for side, medians in (("base", base_medians), ("cand", cand_medians)):
+        found = trends(medians)
+        cols[f"{side}_drift"] = np.full(n, np.nan)
+        cols[f"{side}_drift_p"] = np.full(n, np.nan)
+        cols[f"{side}_drift"][idx] = found.drift
+        cols[f"{side}_drift_p"][idx] = found.p
+    with np.errstate(invalid="ignore"):
+        sides = [
+            (cols[f"{s}_drift_p"] < settings.drift_alpha)
+            & (np.abs(np.log1p(cols[f"{s}_drift"])) >= np.log1p(settings.drift_min))
+            for s in ("base", "cand")
+        ]
+    cols["drifting"] = sides[0] | sides[1]
+    demote(cols)
+
+
+def demote(cols: dict[str, np.ndarray]) -> None:
+    """A drifting case's verdict stands only if its interval clears threshold plus drift:
+    regressed needs lo above it, improved hi below its inverse; anything else (unchanged
+    included: the level moved) is inconclusive."""
+    drifting = cols["drifting"]
+    if not drifting.any():
+        return
+    with np.errstate(invalid="ignore"):
+        margin = np.fmax(np.abs(np.log1p(cols["base_drift"])), np.abs(np.log1p(cols["cand_drift"])))
+        bound = np.log1p(cols["threshold"]) + np.nan_to_num(margin)
+        clears_up = np.log(cols["lo"]) > bound
+        clears_down = np.log(cols["hi"]) < -bound
+    verdict = cols["verdict"]
+    keep = ((verdict == stats.REGRESSED) & clears_up) | ((verdict == stats.IMPROVED) & clears_down)
+    verdict[drifting & ~keep & (verdict != stats.INCONCLUSIVE)] = stats.INCONCLUSIVE
+
+
+def case_drift(cols: dict[str, np.ndarray], i: int) -> dict[str, Any] | None:
+    """comparison.json's `drift` of one case (None: no side was tested)."""
+    base, cand = cols["base_drift"][i], cols["cand_drift"][i]
+    if not (np.isfinite(base) or np.isfinite(cand)):
+        return None
+
+    def num(value: float) -> float | None:
+        return float(value) if np.isfinite(value) else None
+
+    return {
+        "base": num(base),
+        "cand": num(cand),
+        "base_p": num(cols["base_drift_p"][i]),
+        "cand_p": num(cols["cand_drift_p"][i]),
+        "drifting": bool(cols["drifting"][i]),
+    }
+
+
+def summary(
+    cols: dict[str, np.ndarray], settings: stats.Settings, listed: int = 50
+) -> dict[str, Any]:
+    """The drifting cases, largest drift first (at most `listed`), and the rule."""
+    rows: list[dict[str, Any]] = []
+    for i in np.flatnonzero(cols["drifting"]):
+        for side in ("base", "cand"):
+            value, p = cols[f"{side}_drift"][i], cols[f"{side}_drift_p"][i]
+            if not np.isfinite(value):
+                continue
+            if p < settings.drift_alpha and abs(np.log1p(value)) >= np.log1p(settings.drift_min):
+                rows.append(
+                    {
+                        "key": str(cols["key"][i]),
+                        "op": str(cols["op"][i]),
+                        "dtype": str(cols["dtype"][i]),
+                        "side": side,
+                        "drift": float(value),
+                        "p": float(p),
+                        "runs": int(cols[f"{side}_runs"][i]),
+                        "verdict": str(cols["verdict"][i]),
+                    }
+                )
+    rows.sort(key=lambda r: (-abs(float(r["drift"])), r["key"], r["side"]))
+    return {
+        "alpha": settings.drift_alpha,
+        "min": settings.drift_min,
+        "cases_drifting": int(np.count_nonzero(cols["drifting"])),
+        "cases": rows[:listed],
+    }
