@@ -26,6 +26,7 @@ from collector.backends.vllm_support import (
     align_model_dtype_for_flashinfer,
     attention_kernel_source,
     attention_shape,
+    check_selected_backend,
     kv_cache_tensor,
     kv_spec_quantized,
     paged_layout,
@@ -86,9 +87,11 @@ def prepare_attention(rt: VllmRuntime, op: str, p: dict[str, Any]) -> Prepared:
         cache_dtype=shape.vllm_cache_dtype,
         window=shape.window,
         block_size=block_size(),
+        attention_backend=shape.vllm_attention_backend,
     )
     entry = rt.attention_entry(key)
     cfg, layer, backend = entry.vllm_config, entry.layer, entry.backend
+    check_selected_backend(shape.attn_backend, backend.get_name())
     impl = layer.impl
     device = rt.device
     dtype = ACT_DTYPES[shape.act_dtype]
