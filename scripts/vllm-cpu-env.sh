@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make vLLM 0.24.0's config and KV-spec classes importable on a CPU-only machine, beside (not
-# into) the project's virtual environment, and run the tests that use them.
+# into) the project's virtual environment, and run the tests that use them (the FP8-KV
+# alignment, the attention backend names, the SM90 selection rules).
 #
 #   scripts/vllm-cpu-env.sh [DIR]     default DIR: /tmp/collectbot-vllm-cpu
 #
@@ -26,4 +27,6 @@ if [ ! -d "$DIR/deps/transformers" ]; then
         tokenizers==0.23.3 tqdm==4.70.1 transformers==5.24.0 truststore==0.10.5 uvloop==0.23.0
 fi
 PYTHONPATH="$PWD:$DIR/site:$DIR/deps" HF_HUB_OFFLINE=1 \
-    "$PY" -m pytest -q -rs tests/test_vllm_fp8_kv_alignment.py
+    "$PY" -m pytest -q -rs tests/test_vllm_fp8_kv_alignment.py \
+    tests/test_attn_backend.py::test_the_names_are_vllms \
+    tests/test_vllm_selection.py::test_the_selection_rules_are_vllms_where_its_source_is_installed
