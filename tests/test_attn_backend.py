@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import subprocess
 import sys
@@ -221,3 +222,11 @@ def test_the_names_are_vllms() -> None:
     sm90 = _sm90_priorities(vllm.__file__)
     assert [b for b in sm90 if b != "TURBOQUANT"] == list(VLLM_ATTN_BACKENDS)
     assert ATTN_BACKENDS[0] == AUTO
+    # How EngineArgs(attention_backend=...) becomes attention_config.backend (arg_utils.py).
+    from vllm.config.attention import AttentionConfig
+    from vllm.engine.arg_utils import EngineArgs
+
+    assert "attention_backend" in {f.name for f in dataclasses.fields(EngineArgs)}
+    assert AttentionConfig.validate_backend_before(AUTO) is None
+    for name in VLLM_ATTN_BACKENDS:
+        assert AttentionConfig.validate_backend_before(name) is AttentionBackendEnum[name]
