@@ -50,6 +50,7 @@ SAME_ACROSS_SHARDS = (
     "ops",
     "case_set",
     "case_filter",
+    "attn_backend",
     "plan_source",
     "collector_hash",
     "git_sha",

@@ -321,6 +321,7 @@ class Collection:
             "plan_source": self.plan.source,
             "case_set": self.plan.case_set,
             "case_filter": self.cfg.case_filter.text if self.cfg.case_filter else None,
+            "attn_backend": self.cfg.attn_backend,
             "shard": list(self.cfg.shard) if self.cfg.shard else None,
             "rules": {
                 **self.rules.summary(),

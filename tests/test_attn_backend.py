@@ -230,3 +230,24 @@ def test_the_names_are_vllms() -> None:
     assert AttentionConfig.validate_backend_before(AUTO) is None
     for name in VLLM_ATTN_BACKENDS:
         assert AttentionConfig.validate_backend_before(name) is AttentionBackendEnum[name]
+
+
+def test_a_shards_full_plan_is_rebuilt_with_its_backend(tmp_path: Path) -> None:
+    """conclude rebuilds the unsharded plan from run.json: the run's backend must be in it."""
+    from bot.conclude import full_plan_of
+
+    cfg = CollectConfig(
+        out=tmp_path, backend="vllm", ops=ATTN_OPS, case_set="vllm-smoke", attn_backend="FLASHINFER"
+    )
+    plan = cfg.base_plan()
+    meta = {
+        "plan_source": plan.source,
+        "backend": "vllm",
+        "ops": list(ATTN_OPS),
+        "case_set": "vllm-smoke",
+        "attn_backend": "FLASHINFER",
+    }
+    rebuilt = full_plan_of(meta)
+    assert rebuilt is not None and rebuilt["plan_hash"] == plan.hash
+    older = full_plan_of({k: v for k, v in meta.items() if k != "attn_backend"})
+    assert older is not None and not any("attn_backend" in k for k in older["case_keys"])

@@ -96,6 +96,7 @@ _OPTIONAL_META: dict[str, tuple[type, ...]] = {
     "git_sha": (str,),
     "plan_hash": (str,),
     "case_set": (str,),
+    "attn_backend": (str,),
     "started_at": (str,),
     "finished_at": (str,),
     "source": (str,),
