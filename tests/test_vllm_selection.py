@@ -34,13 +34,20 @@ ATTN_OPS = ("context_attention", "generation_attention")
     ],
 )
 def test_sm90_selection(backend: str, head: int, kernel: str) -> None:
-    assert sm90_kernel(attention_params(head_dim=head, attn_backend=backend)) == kernel
+    params = attention_params(head_dim=head, attn_backend=backend, kv_cache_dtype="bfloat16")
+    assert sm90_kernel(params) == kernel
 
 
 def test_auto_falls_to_flashinfer_where_flash_attn_refuses_the_head() -> None:
     assert sm90_kernel(attention_params(head_dim=1024)) == "flashinfer"
     with pytest.raises(ValueError, match="FLASH_ATTN does not support head_dim 1024"):
         sm90_kernel(attention_params(head_dim=1024, attn_backend="FLASH_ATTN"))
+
+
+def test_flex_attention_refuses_an_fp8_kv_cache() -> None:
+    assert sm90_kernel(attention_params(kv_cache_dtype="bfloat16", attn_backend="FLEX_ATTENTION"))
+    with pytest.raises(ValueError, match="FLEX_ATTENTION does not support an fp8 KV cache"):
+        sm90_kernel(attention_params(kv_cache_dtype="fp8", attn_backend="FLEX_ATTENTION"))
 
 
 def _shipped_cases() -> list[Case]:
@@ -61,10 +68,11 @@ def _needs(cases: list[Case]) -> dict[str, str]:
     for case in cases:
         named = case.params.get("attn_backend", AUTO)
         for backend in (named,) if named != AUTO else (AUTO, *VLLM_ATTN_BACKENDS):
-            params = {**case.params, "attn_backend": backend}
-            if backend == "FLASH_ATTN" and case.params["head_dim"] > 512:
+            try:
+                packages = sm90_packages({**case.params, "attn_backend": backend})
+            except ValueError:
                 continue  # vLLM refuses it: a classified failure, not a missing package
-            for package in sm90_packages(params):
+            for package in packages:
                 need.setdefault(package, f"{case.key} via {backend}")
     return need
 

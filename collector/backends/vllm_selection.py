@@ -12,6 +12,11 @@ on a CPU against the shipped case sets (tests/test_vllm_selection.py):
   (v1/attention/backends/fa_utils.py, `get_flash_attn_version`).
 - FA4 is CuTe-DSL code (vllm_flash_attn/cute/interface.py imports `cutlass`, `quack` and
   `cuda.bindings`).
+- FLEX_ATTENTION takes no fp8 KV cache (`supported_kv_cache_dtypes`: auto, float16,
+  bfloat16): vLLM refuses the case, a classified failure rather than a package to carry.
+
+`bench/vllm_selection_check.py` builds every shipped case's layer through vLLM's selector on
+a pretend H200 and compares with these rules.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ def sm90_kernel(params: Mapping[str, Any]) -> str:
         if backend == "FLASH_ATTN":
             raise ValueError(f"FLASH_ATTN does not support head_dim {head}")
         backend = "FLASHINFER"  # the next in vLLM's priority order
+    if backend == "FLEX_ATTENTION" and str(params["kv_cache_dtype"]) == "fp8":
+        raise ValueError("FLEX_ATTENTION does not support an fp8 KV cache")
     return {
         "FLASHINFER": "flashinfer",
         "TRITON_ATTN": "triton_attn",
