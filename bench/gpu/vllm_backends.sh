@@ -29,6 +29,9 @@ case "$cmd" in
     bash bench/gpu/vllm_session.sh collect fp8-flashinfer "$ATTN" --case-set vllm-fp8-flashinfer \
       --runs 3 "$@" ;;
   alignment)
+    "$PYTHON" -c 'import pytest' 2>/dev/null || {
+      echo "error: pytest is not importable here; carry pytest, pluggy and iniconfig wheels" >&2
+      exit 2; }
     "$PYTHON" -m pytest -q -rs tests/test_vllm_fp8_kv_alignment.py tests/test_attn_backend.py \
       tests/test_vllm_selection.py 2>&1 | tee "$OUT/alignment.log" ;;
   gap)
