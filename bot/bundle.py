@@ -208,6 +208,12 @@ def load_spec(path: Path) -> BundleSpec:
     return spec
 
 
+def lacking(spec: BundleSpec, names: Sequence[str]) -> list[str]:
+    """The distributions among `names` that the bundle neither pins nor finds in its base."""
+    pinned = {canonicalize_name(p.name) for p in spec.pins}
+    return [n for n in names if canonicalize_name(n) not in pinned | set(spec.base)]
+
+
 @dataclass
 class WheelInfo:
     path: Path

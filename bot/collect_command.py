@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collector.attn_backends import Dispatch
 from collector.canary import FAULT_KINDS
 from collector.engine import CollectConfig
 from collector.settings import cli_args
@@ -26,6 +27,7 @@ def collect_command(
     if cfg.rules_file is not None:
         cmd += ["--rules", str(cfg.rules_file)]
     cmd += cli_args(cfg.protocol)
+    cmd += cli_args(Dispatch(attn_backend=cfg.attn_backend))
     if cfg.canary is not None:
         if cfg.canary.slow is not None:
             cmd += [

@@ -80,6 +80,7 @@ def full_plan_of(meta: dict[str, Any]) -> dict[str, Any] | None:
         case_file=case_file,
         case_set=str(meta.get("case_set") or "default"),
         case_filter=CaseSelector.parse(text, option="case_filter") if text else None,
+        attn_backend=str(meta.get("attn_backend") or "auto"),
     )
     plan = cfg.base_plan()
     return {"plan_hash": plan.hash, "case_keys": [c.key for c in plan.cases], "shard": None}

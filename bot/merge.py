@@ -50,6 +50,7 @@ SAME_ACROSS_SHARDS = (
     "ops",
     "case_set",
     "case_filter",
+    "attn_backend",
     "plan_source",
     "collector_hash",
     "git_sha",
@@ -107,8 +108,7 @@ class MergeReport:
 
 
 def case_from_row(op: str, row: dict[str, Any]) -> Case:
-    spec = get_op(op)
-    return Case.build(op, {name: row[name] for name in spec.field_names})
+    return Case.build(op, get_op(op).case_params(row))
 
 
 def record_runs(record: RunRecord, op: str, offset: int = 0) -> dict[str, list[RunResult]]:

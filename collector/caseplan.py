@@ -44,7 +44,8 @@ class Case:
     @classmethod
     def build(cls, op: str, params: Mapping[str, Any], *, source: str = "<input>") -> Case:
         spec = get_op(op)
-        unknown = sorted(set(params) - set(spec.field_names), key=repr)
+        optional = {f.name: f for f in spec.optional}
+        unknown = sorted(set(params) - set(spec.field_names) - set(optional), key=repr)
         if unknown:
             raise UserError(f"{source}: unknown field {unknown[0]!r} for op {op!r}")
         values = []
@@ -59,7 +60,24 @@ class Case:
             if typ is str and not isinstance(value, str):
                 raise UserError(f"{source}: field {name!r} must be a string, got {value!r}")
             values.append((name, value))
+        for opt in spec.optional:
+            value = params.get(opt.name, opt.default)
+            if not isinstance(value, opt.type) or (opt.choices and value not in opt.choices):
+                allowed = ", ".join(map(str, opt.choices)) or opt.type.__name__
+                raise UserError(f"{source}: field {opt.name!r} must be {allowed}; got {value!r}")
+            if value != opt.default:  # the default stays out of the key
+                values.append((opt.name, value))
         return cls(op=op, values=tuple(values))
+
+    def with_values(self, run_values: Mapping[str, Any], *, source: str = "<input>") -> Case:
+        """This case with run-wide values for the optional fields it leaves at their default."""
+        spec = get_op(self.op)
+        params = self.params
+        for opt in spec.optional:
+            value = run_values.get(opt.name, opt.default)
+            if opt.name not in params and value != opt.default:
+                params[opt.name] = value
+        return Case.build(self.op, params, source=source)
 
 
 def _check_dtype(field: str, value: object, where: str) -> None:
@@ -113,6 +131,7 @@ class CaseSelector:
         selector with a typo would silently select nothing."""
         specs = [get_op(op) for op in ops]
         fields = {"op", *(name for spec in specs for name in spec.field_names)}
+        fields |= {f.name for spec in specs for f in spec.optional}
         dtype_fields = {name for spec in specs for name in spec.dtype_fields}
         for alt in self.alternatives:
             for name, choices in alt:
@@ -126,7 +145,7 @@ class CaseSelector:
                         _check_dtype(name, value, self.option)
 
     def matches(self, case: Case) -> bool:
-        params = {k: str(v) for k, v in case.values}
+        params = {k: str(v) for k, v in get_op(case.op).with_defaults(case.params).items()}
         params["op"] = case.op
         return any(
             all(params.get(name) in choices for name, choices in alt) for alt in self.alternatives
@@ -237,8 +256,12 @@ def build_plan(
     case_set: str = "default",
     case_filter: CaseSelector | None = None,
     limit: int | None = None,
+    run_values: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """Resolve ops and case files into a plan; order is the files' order, duplicates dropped."""
+    """Resolve ops and case files into a plan; order is the files' order, duplicates dropped.
+
+    `run_values` (e.g. the run's `attn_backend`) fill the optional fields a case leaves at
+    their default, so they become part of its key."""
     for op in ops:
         get_op(op)
     docs: list[Mapping[str, Any]] = []
@@ -265,6 +288,8 @@ def build_plan(
             sources.append(source)
             cases.extend(cases_from_documents(load_case_documents(text, source), case_set, source))
         source = ",".join(sources)
+    if run_values:
+        cases = [c.with_values(run_values, source="run option") for c in cases]
     seen: set[str] = set()
     unique = []
     for case in cases:

@@ -13,7 +13,7 @@ import math
 import signal
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +36,8 @@ from rich.progress import (
 
 from collector.aggregate import RunResult, trimmed_mean
 from collector.assignment import sticky_slots
+from collector.attn_backends import AUTO, HONOURED_BY
+from collector.attn_backends import FIELD as ATTN_FIELD
 from collector.canary import Canary
 from collector.caseplan import Case, CaseSelector, Plan, build_plan, take_shard
 from collector.errors import RecordWriteError, UserError
@@ -90,6 +92,8 @@ class CollectConfig:
     backend_options: dict[str, Any] = field(default_factory=dict)
     # Measure the calibration panel (collector/panel.py) on every device, in the first rounds.
     panel: bool = True
+    # The run's attention backend (collector/attn_backends.py) for cases that name none.
+    attn_backend: str = AUTO
 
     def base_plan(self) -> Plan:
         """The plan before device rules: case files, filter and shard (limit comes last)."""
@@ -98,8 +102,24 @@ class CollectConfig:
             case_file=self.case_file,
             case_set=self.case_set,
             case_filter=self.case_filter,
+            run_values={ATTN_FIELD: self.attn_backend},
         )
+        _check_dispatch_honoured(self.backend, plan.cases)
         return Plan(tuple(take_shard(plan.cases, self.shard)), plan.source, plan.case_set, plan.ops)
+
+
+def _check_dispatch_honoured(backend: str, cases: Iterable[Case]) -> None:
+    """A backend that cannot choose vLLM's attention backend refuses a plan that names one
+    (its rows would claim a dispatch that never happened)."""
+    if backend in HONOURED_BY:
+        return
+    for case in cases:
+        chosen = case.params.get(ATTN_FIELD, AUTO)
+        if chosen != AUTO:
+            raise UserError(
+                f"{ATTN_FIELD}={chosen} ({case.key}): only the {', '.join(HONOURED_BY)} "
+                f"backend chooses an attention backend, not {backend}"
+            )
 
 
 def resolve_plan(cfg: CollectConfig, sm: str | None) -> tuple[Plan, RuleOutcome]:
@@ -301,6 +321,7 @@ class Collection:
             "plan_source": self.plan.source,
             "case_set": self.plan.case_set,
             "case_filter": self.cfg.case_filter.text if self.cfg.case_filter else None,
+            "attn_backend": self.cfg.attn_backend,
             "shard": list(self.cfg.shard) if self.cfg.shard else None,
             "rules": {
                 **self.rules.summary(),

@@ -494,6 +494,30 @@ CONTROLS = [
         (edit("bot/site/svg.py", '        tip = f"<title>{escape(p.label)}</title>"', '        tip = f"<title>{p.label}</title>"'),),
         ("tests/test_site.py::test_trend_svg_places_points_intervals_and_failures",),
     ),
+    Control(
+        "R60",
+        "a named attention backend is part of the case key",
+        (edit("collector/caseplan.py", "            if value != opt.default:  # the default stays out of the key", "            if False:"),),
+        ("tests/test_attn_backend.py::test_fa3_and_flashinfer_runs_are_never_paired",),
+    ),
+    Control(
+        "R61",
+        "the bundle check names a needed package the bundle lacks",
+        (edit("bot/bundle.py", "    return [n for n in names if canonicalize_name(n) not in pinned | set(spec.base)]", "    return []"),),
+        ("tests/test_vllm_selection.py::test_the_check_fails_when_the_bundle_drops_a_needed_package",),
+    ),
+    Control(
+        "R62",
+        "only the vllm backend may be asked for an attention backend",
+        (edit("collector/engine.py", "    if backend in HONOURED_BY:", "    if True:"),),
+        ("tests/test_attn_backend.py::test_only_the_vllm_backend_may_be_asked_for_one",),
+    ),
+    Control(
+        "R63",
+        "the backend vLLM built must be the one the case named",
+        (edit("collector/backends/vllm_support.py", "    if requested != AUTO and selected != requested:", "    if False:"),),
+        ("tests/test_attn_backend.py::test_the_backend_reaches_vllms_engine_arguments",),
+    ),
 ]  # fmt: skip
 
 

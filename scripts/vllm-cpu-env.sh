@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Make vLLM 0.24.0's config and KV-spec classes importable on a CPU-only machine, beside (not
-# into) the project's virtual environment, and run the tests that use them.
+# into) the project's virtual environment, and run the tests that use them (the FP8-KV
+# alignment, the attention backend names, the SM90 selection rules, and every shipped
+# attention case's layer built through vLLM's selector on a pretend H200).
 #
 #   scripts/vllm-cpu-env.sh [DIR]     default DIR: /tmp/collectbot-vllm-cpu
 #
@@ -25,5 +27,14 @@ if [ ! -d "$DIR/deps/transformers" ]; then
         pybase64==1.5.1 pyzmq==27.3.0 safetensors==0.8.0 sentencepiece==0.2.3 sniffio==1.3.1 \
         tokenizers==0.23.3 tqdm==4.70.1 transformers==5.24.0 truststore==0.10.5 uvloop==0.23.0
 fi
+# What building Attention layers on a pretend H200 needs beyond that (bench/vllm_selection_check.py).
+if [ ! -d "$DIR/deps/flashinfer" ]; then
+    "$PY" -m pip install -q --no-deps --target "$DIR/deps" \
+        prometheus_client==0.26.0 flashinfer-python==0.6.12 apache-tvm-ffi==0.1.9
+fi
 PYTHONPATH="$PWD:$DIR/site:$DIR/deps" HF_HUB_OFFLINE=1 \
-    "$PY" -m pytest -q -rs tests/test_vllm_fp8_kv_alignment.py
+    "$PY" -m bench.vllm_selection_check 2>/dev/null | tail -1
+PYTHONPATH="$PWD:$DIR/site:$DIR/deps" HF_HUB_OFFLINE=1 \
+    "$PY" -m pytest -q -rs tests/test_vllm_fp8_kv_alignment.py \
+    tests/test_attn_backend.py::test_the_names_are_vllms \
+    tests/test_vllm_selection.py::test_the_selection_rules_are_vllms_where_its_source_is_installed

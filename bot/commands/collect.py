@@ -14,11 +14,13 @@ from bot.errors import one_line_errors
 from bot.images.sandbox import Limits
 from bot.options import settings_options
 from collector import jsonfile
+from collector.attn_backends import Dispatch
 from collector.caseplan import CaseSelector
 from collector.errors import UserError
 from collector.timing import Protocol
 
 DEFAULT_PROTOCOL = Protocol()
+DEFAULT_DISPATCH = Dispatch()
 LIMITS = Limits()
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ def _selector(text: str | None, option: str) -> CaseSelector | None:
 @one_line_errors
 @settings_options(Protocol, "protocol")
 @settings_options(Limits, "limits", ("memory", "cpus", "shm_size"))
+@settings_options(Dispatch, "dispatch")
 def collect(
     out: Annotated[
         Path | None,
@@ -85,6 +88,8 @@ def collect(
         Path | None,
         typer.Option(help="Rules file (floors, unverified, denylist); default: built-in."),
     ] = None,
+    # One option per declared Dispatch field (collector/attn_backends.py).
+    dispatch: Dispatch = DEFAULT_DISPATCH,
     plan_only: Annotated[
         bool, typer.Option(help="Print the plan (counts, skips, hash) as JSON and exit.")
     ] = False,
@@ -204,6 +209,7 @@ def collect(
         quiet=quiet,
         workers=workers,
         case_timeout_s=case_timeout,
+        attn_backend=dispatch.attn_backend,
     )
     if plan_only:
         typer.echo(json.dumps(_plan_summary(cfg), indent=2))

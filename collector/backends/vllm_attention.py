@@ -26,6 +26,7 @@ from collector.backends.vllm_support import (
     align_model_dtype_for_flashinfer,
     attention_kernel_source,
     attention_shape,
+    check_selected_backend,
     kv_cache_tensor,
     kv_spec_quantized,
     paged_layout,
@@ -76,7 +77,11 @@ def _phase_metadata_name(metadata: Any) -> str | None:
     return type(part).__name__ if part is not None else None
 
 
-def prepare_attention(rt: VllmRuntime, op: str, p: dict[str, Any]) -> Prepared:
+def prepare_attention(
+    rt: VllmRuntime, op: str, p: dict[str, Any], *, timed_query_quant: bool = False
+) -> Prepared:
+    """A case ready to time. `timed_query_quant` (bench/gpu/decode_gap.py only) puts the
+    FP8-KV query quantisation into the timed call, as a layer's forward runs it each step."""
     shape = attention_shape(op, p)
     key = AttentionKey(
         num_heads=shape.num_heads,
@@ -86,9 +91,11 @@ def prepare_attention(rt: VllmRuntime, op: str, p: dict[str, Any]) -> Prepared:
         cache_dtype=shape.vllm_cache_dtype,
         window=shape.window,
         block_size=block_size(),
+        attention_backend=shape.vllm_attention_backend,
     )
     entry = rt.attention_entry(key)
     cfg, layer, backend = entry.vllm_config, entry.layer, entry.backend
+    check_selected_backend(shape.attn_backend, backend.get_name())
     impl = layer.impl
     device = rt.device
     dtype = ACT_DTYPES[shape.act_dtype]
@@ -117,18 +124,24 @@ def prepare_attention(rt: VllmRuntime, op: str, p: dict[str, Any]) -> Prepared:
         key_t = torch.randn(kv_dims, generator=gen, device=device, dtype=dtype)
         value = torch.randn(kv_dims, generator=gen, device=device, dtype=dtype)
         output = torch.empty(q_dims, device=device, dtype=dtype)
+        raw_query = query
         if layer.query_quant is not None:
             flat, _ = layer.query_quant(query.view(shape.num_tokens, -1), layer._q_scale)
             query = flat.view(q_dims)
+    quant_each_call = timed_query_quant and layer.query_quant is not None
     slot_mapping = metadata.slot_mapping if hasattr(metadata, "slot_mapping") else None
     if slot_mapping is None:
         slot_mapping = layout.slot_mapping.to(device)
     update = not backend.forward_includes_kv_cache_update
 
     def call(i: int) -> torch.Tensor:
+        q = query
+        if quant_each_call:
+            q = layer.query_quant(raw_query.view(shape.num_tokens, -1), layer._q_scale)[0]
+            q = q.view(q_dims)
         if update:
             impl.do_kv_cache_update(layer, key_t, value, kv_cache, slot_mapping)
-        impl.forward(layer, query, key_t, value, kv_cache, metadata, output=output)
+        impl.forward(layer, q, key_t, value, kv_cache, metadata, output=output)
         return output
 
     name = backend.get_name()

@@ -79,6 +79,7 @@ class AttentionKey:
     cache_dtype: str  # vLLM's --kv-cache-dtype
     window: int
     block_size: int
+    attention_backend: str | None = None  # EngineArgs' attention_backend; None: vLLM selects
 
 
 @dataclass
@@ -151,11 +152,14 @@ class VllmRuntime:
         block: int | None = None,
         dtype: str = "bfloat16",
         enforce_eager: bool = False,
+        attention_backend: str | None = None,
     ) -> Any:
         """A VllmConfig built the way `vllm serve` builds one, from engine arguments.
 
         Attention configs keep serving's defaults (CUDA graphs on), which set how the
         metadata builders plan kernels (FA3's split bound for graph-sized batches).
+        `attention_backend` becomes `attention_config.backend`, which vLLM's selector obeys
+        (vLLM 0.24.0 reads no VLLM_ATTENTION_BACKEND variable any more).
         """
         model_dir = Path(tempfile.mkdtemp(prefix="model-", dir=self._tmp))
         (model_dir / "config.json").write_text(json.dumps(hf_config, indent=1))
@@ -171,6 +175,7 @@ class VllmRuntime:
             block_size=block if block is not None else block_size(),
             max_num_seqs=MAX_NUM_SEQS,
             enforce_eager=enforce_eager,
+            attention_backend=attention_backend,
         )
         return args.create_engine_config()
 
@@ -200,7 +205,13 @@ class VllmRuntime:
             key.window,
             key.act_dtype,
         )
-        cfg = self._engine_config(hf, key.cache_dtype, key.block_size, key.act_dtype)
+        cfg = self._engine_config(
+            hf,
+            key.cache_dtype,
+            key.block_size,
+            key.act_dtype,
+            attention_backend=key.attention_backend,
+        )
         name = "model.layers.0.self_attn.attn"
         with self.building(cfg, ACT_DTYPES[key.act_dtype]):
             layer = Attention(

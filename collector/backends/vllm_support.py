@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from collector.attn_backends import AUTO, FIELD, VLLM_ATTN_BACKENDS
+
 # torch.finfo(torch.float8_e4m3fn).max: the largest finite e4m3 value.
 FP8_E4M3_MAX = 448.0
 FP8_BLOCK = (128, 128)
@@ -114,6 +116,15 @@ def attention_kernel_source(
     return f"vllm_{backend}".lower()
 
 
+def check_selected_backend(requested: str, selected: str) -> None:
+    """The backend vLLM built the layer with must be the one the case named (vLLM raises on
+    an invalid choice; this catches a choice that was silently not applied)."""
+    if requested != AUTO and selected != requested:
+        raise RuntimeError(
+            f"the case asked for attention backend {requested}; vLLM built {selected}"
+        )
+
+
 def kv_spec_quantized(spec: Any) -> bool:
     """Whether a KV-cache spec carries a quantisation mode (vLLM 0.24.0: `AttentionSpec.
     kv_quant_mode`, an IntEnum whose NONE is 0; older specs lack the field)."""
@@ -153,6 +164,12 @@ class AttentionShape:
     window: int  # 0: no sliding window
     act_dtype: str
     kv_cache_dtype: str  # op-spec name: bfloat16 | float16 | fp8
+    attn_backend: str = AUTO  # vLLM's backend name, or auto: its selector chooses
+
+    @property
+    def vllm_attention_backend(self) -> str | None:
+        """EngineArgs' `attention_backend` (-> `attention_config.backend`); None: select."""
+        return None if self.attn_backend == AUTO else self.attn_backend
 
     @property
     def seq_len(self) -> int:
@@ -183,6 +200,9 @@ def attention_shape(op: str, p: dict[str, Any]) -> AttentionShape:
     num_heads, num_kv_heads = int(p["num_heads"]), int(p["num_key_value_heads"])
     if num_heads % num_kv_heads:
         raise ValueError(f"num_heads {num_heads} is not a multiple of {num_kv_heads} KV heads")
+    attn_backend = str(p.get(FIELD, AUTO))
+    if attn_backend != AUTO and attn_backend not in VLLM_ATTN_BACKENDS:
+        raise ValueError(f"{FIELD} {attn_backend!r} is not a vLLM attention backend")
     isl, step = int(p["isl"]), int(p["step"])
     if op == "generation_attention" and isl != 1:
         raise ValueError(f"generation_attention decodes one token per sequence; isl={isl}")
@@ -196,6 +216,7 @@ def attention_shape(op: str, p: dict[str, Any]) -> AttentionShape:
         window=int(p["window_size"]),
         act_dtype=str(p["attn_dtype"]),
         kv_cache_dtype=str(p["kv_cache_dtype"]),
+        attn_backend=attn_backend,
     )
 
 

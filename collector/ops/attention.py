@@ -7,7 +7,8 @@ generation); `step` is the number of tokens already in the KV cache of a generat
 
 from __future__ import annotations
 
-from collector.ops.base import OpSpec, Params
+from collector.attn_backends import ATTN_BACKENDS, AUTO, FIELD
+from collector.ops.base import OpSpec, OptionalField, Params
 
 KV_BYTES = {"fp8": 1, "bfloat16": 2, "float16": 2, "float32": 4}
 ACT_BYTES = 2
@@ -24,6 +25,9 @@ FIELDS = (
     ("step", int),
     ("window_size", int),
 )
+# The backend vLLM dispatches the case through (collector/attn_backends.py); `auto` is left
+# out of the key.
+OPTIONAL = (OptionalField(FIELD, str, AUTO, ATTN_BACKENDS),)
 
 
 def causal_pairs(queries: int, past: int, window: int) -> int:
@@ -78,6 +82,7 @@ CONTEXT_ATTENTION = OpSpec(
     bytes_moved=_context_bytes,
     zero_ok=frozenset({"step", "window_size"}),
     compute_dtype_field="attn_dtype",
+    optional=OPTIONAL,
 )
 
 GENERATION_ATTENTION = OpSpec(
@@ -88,4 +93,5 @@ GENERATION_ATTENTION = OpSpec(
     bytes_moved=_generation_bytes,
     zero_ok=frozenset({"step", "window_size"}),
     compute_dtype_field="attn_dtype",
+    optional=OPTIONAL,
 )

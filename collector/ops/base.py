@@ -16,6 +16,17 @@ KNOWN_DTYPES = frozenset(
 
 
 @dataclass(frozen=True)
+class OptionalField:
+    """A case field a case may leave out; at its default it is left out of the case key (so
+    keys of cases written before the field existed stay the same)."""
+
+    name: str
+    type: type
+    default: Any
+    choices: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
 class OpSpec:
     """An op's contract.
 
@@ -33,10 +44,26 @@ class OpSpec:
     zero_ok: frozenset[str] = frozenset()
     # The field naming the dtype the math runs in (for the roofline peak); default dtype_field.
     compute_dtype_field: str | None = None
+    # Fields after `fields` that a case may leave out (see OptionalField).
+    optional: tuple[OptionalField, ...] = ()
 
     @property
     def field_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.fields)
+
+    @property
+    def optional_defaults(self) -> dict[str, Any]:
+        return {f.name: f.default for f in self.optional}
+
+    def with_defaults(self, params: Params) -> dict[str, Any]:
+        """A case's values with every optional field filled (what a perf row records)."""
+        return {**self.optional_defaults, **params}
+
+    def case_params(self, row: Params) -> dict[str, Any]:
+        """The case values held in a perf row: every field, and the optional ones it has."""
+        params = {name: row[name] for name in self.field_names}
+        params.update({f.name: row[f.name] for f in self.optional if row.get(f.name) is not None})
+        return params
 
     @property
     def dtype_fields(self) -> tuple[str, ...]:

@@ -96,6 +96,7 @@ _OPTIONAL_META: dict[str, tuple[type, ...]] = {
     "git_sha": (str,),
     "plan_hash": (str,),
     "case_set": (str,),
+    "attn_backend": (str,),
     "started_at": (str,),
     "finished_at": (str,),
     "source": (str,),
@@ -282,7 +283,8 @@ def _read_perf(path: Path, op: str, anomalies: list[Anomaly]) -> pa.Table:
     """Drop (and report) repeated case keys and non-positive or NaN latencies, column-wise:
     a 100k-row table reads in milliseconds."""
     spec = get_op(op)
-    field_kinds = {name: {int: "int", str: "str", float: "float"}[t] for name, t in spec.fields}
+    typed = [*spec.fields, *((f.name, f.type) for f in spec.optional)]
+    field_kinds = {name: {int: "int", str: "str", float: "float"}[t] for name, t in typed}
     kinds = {**_STAT_KINDS, "kernel_source": "str", **field_kinds, "case_key": "str"}
     table = _read_table(path, kinds, (*_REQUIRED_PERF, *spec.field_names))
     n = table.num_rows

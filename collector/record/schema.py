@@ -75,5 +75,6 @@ def perf_schema(op: str) -> pa.Schema:
     field_types = {int: pa.int64(), str: pa.string(), float: pa.float64()}
     cols = [(name, pa.string()) for name in IDENTITY_COLUMNS]
     cols += [(name, field_types[typ]) for name, typ in spec.fields]
+    cols += [(f.name, field_types[f.type]) for f in spec.optional]
     cols += list(PERF_STAT_COLUMNS)
     return pa.schema(cols)

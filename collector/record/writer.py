@@ -72,7 +72,7 @@ def build_tables(
                 "device": identity["device"],
                 "op_name": op,
                 "kernel_source": stats.pop("kernel_source"),
-                **params,
+                **spec.with_defaults(params),
                 **stats,
                 "case_key": case.key,
                 "flops": flops,
