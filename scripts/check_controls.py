@@ -488,6 +488,18 @@ CONTROLS = [
         (edit("bot/site/svg.py", '        tip = f"<title>{escape(p.label)}</title>"', '        tip = f"<title>{p.label}</title>"'),),
         ("tests/test_site.py::test_trend_svg_places_points_intervals_and_failures",),
     ),
+    Control(
+        "S70",
+        "the report's JSON block cannot be closed by a case or kernel name",
+        (edit("bot/render/html.py", '    text = text.replace("<", "\\\\u003c").replace(">", "\\\\u003e").replace("&", "\\\\u0026")', "    text = text"),),
+        ("tests/test_report_scale.py::test_a_report_of_6000_cases_is_under_1_mb_and_holds_every_case",),
+    ),
+    Control(
+        "S71",
+        "the report's script makes rows from the JSON as text, not markup",
+        (edit("bot/render/templates/report.html.j2", "    inner.textContent = text;", "    inner.innerHTML = text;"),),
+        ("tests/test_report_scale.py::test_the_browser_makes_every_row_as_python_formats_it",),
+    ),
 ]  # fmt: skip
 
 
