@@ -497,7 +497,7 @@ CONTROLS = [
     Control(
         "S71",
         "the report's script makes rows from the JSON as text, not markup",
-        (edit("bot/render/templates/report.html.j2", "    inner.textContent = text;", "    inner.innerHTML = text;"),),
+        (edit("bot/render/templates/report.html.j2", "        inner.textContent = t;", "        inner.innerHTML = t;"),),
         ("tests/test_report_scale.py::test_the_browser_makes_every_row_as_python_formats_it",),
     ),
 ]  # fmt: skip

@@ -38,8 +38,11 @@ PROVENANCE_NAMES = {
     "finished_at": "finished",
 }
 MAX_TABLE_ROWS = 20000
-# Changed cases written as table rows; the rest travel as JSON, rendered when asked for.
+# Changed cases written as table rows; past this many cases the table is paged from JSON.
 MAX_SHOWN_ROWS = 300
+# Rows the script adds to a long case table per "show more" (a table of thousands of rows
+# takes a browser seconds to lay out).
+PAGE_ROWS = 500
 # Changed cases with their own marker and tooltip in the scatter plot.
 MAX_MARKED = 400
 # A histogram whose tallest bar holds more cases than this is drawn on a square-root scale.
@@ -334,9 +337,9 @@ def _order(c: dict[str, Any]) -> tuple[int, float]:
 
 def _case_rows(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str, int]:
     """Table rows for the first MAX_SHOWN_ROWS cases (only the changed ones when there are
-    more), and every other case in one compact JSON block that the report's script turns into
-    rows on demand, so the report stays small for thousands of cases.
-    Returns (rows, JSON text safe inside <script>, cases in the JSON)."""
+    more), and, when some are left out, every case in one compact JSON block from which the
+    report's script sorts, filters and pages the table, so the report stays small and quick
+    for thousands of cases. Returns (rows, JSON text safe inside <script>, cases left out)."""
     ordered = sorted(cases[:MAX_TABLE_ROWS], key=_order)
     shown = ordered[:MAX_SHOWN_ROWS]
     if len(ordered) > MAX_SHOWN_ROWS:  # a long table: its unchanged cases wait for the reader
@@ -374,7 +377,8 @@ def _case_rows(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str, 
 
     rest = []
     verdicts = set()
-    for c in ordered[len(shown) :]:
+    # A long table's JSON holds every case, so the script sorts and filters all of them.
+    for c in ordered if len(shown) < len(ordered) else []:
         verdicts.add(str(c.get("verdict", "")))
         pct = {k: _change(c.get(k)) for k in ("ratio", "lo", "hi")}
         rest.append(
@@ -401,7 +405,7 @@ def _case_rows(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str, 
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     # Inside <script>, "</script" or "<!--" from a case or kernel name must not end the block.
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return rows, text, len(rest)
+    return rows, text, len(ordered) - len(shown)
 
 
 def _q_text(c: dict[str, Any]) -> str:
@@ -489,6 +493,7 @@ def render_html_report(
             cases_rest=cases_rest,
             cases_total=len(cases),
             table_limit=MAX_TABLE_ROWS,
+            page=PAGE_ROWS,
             groups=groups,
             coverage=coverage,
             coverage_findings=comparison["coverage"].get("findings", []),
@@ -526,6 +531,7 @@ def render_run_html_report(info: Any) -> str:
             cases_rest=0,
             cases_total=0,
             table_limit=MAX_TABLE_ROWS,
+            page=PAGE_ROWS,
             groups=[{**g, "change": "in this run"} for g in info.groups],
             coverage=[
                 {"op": op, **row, "status": "", "missing": 0}
