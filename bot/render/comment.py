@@ -140,6 +140,19 @@ def fmt_ci(case: dict[str, Any]) -> str:
 VERDICT_WORDS = {stats.SAME: "unchanged"}
 
 
+# What a reader sees for each kind of baseline (bot/compare/comparison.py BASELINE_KINDS).
+BASELINE_WORDS = {
+    "previous-run": "previous stored run",
+    "merge-base": "merge base's run",
+    "imported-table": "imported table",
+    "explicit-run": "named run",
+}
+
+
+def baseline_words(kind: str) -> str:
+    return BASELINE_WORDS.get(kind, kind)
+
+
 def verdict_word(verdict: str) -> str:
     return VERDICT_WORDS.get(verdict, verdict)
 
@@ -183,7 +196,7 @@ def header_lines(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, A
     settings = comparison["settings"]
     ops = ", ".join(cand.get("ops") or [])
     device = (cand.get("device") or {}).get("name") or "unknown device"
-    kind = base.get("kind") or "explicit-run"
+    kind = baseline_words(base.get("kind") or "explicit-run")
     head = _side_ref(
         "head", opts.head_sha or cand.get("git_sha"), cand.get("branch"), cand.get("run_id")
     )
@@ -564,7 +577,7 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         "artifacts_url": md_url(opts.artifacts_url),
         "version": __version__,
         "schema_version": comparison["schema_version"],
-        "baseline_kind": comparison["baseline"].get("kind", "run")
+        "baseline_kind": baseline_words(comparison["baseline"].get("kind", "run"))
         + (" (paired)" if comparison["baseline"].get("paired") else ""),
         "cand_status": cand.get("status") or "complete",
         "cand_planned": (cand.get("counts") or {}).get("planned", "?"),

@@ -248,6 +248,7 @@ def scatter_svg(cases: list[dict[str, Any]], width: int = 1200, height: int = 32
     x0, x1 = min(xs), max(xs)
     if x1 - x0 < 1e-9:
         x0, x1 = x0 - 0.5, x1 + 0.5
+    x0, x1 = x0 - 0.01 * (x1 - x0), x1 + 0.01 * (x1 - x0)  # no dot cut by the edges
     y0, y1 = min(min(ys), -1.0), max(max(ys), 1.0)
     margin = 0.04 * (y1 - y0)  # no dot cut in half by the plot's edge
     y0, y1 = y0 - margin, y1 + margin
@@ -296,7 +297,7 @@ def scatter_svg(cases: list[dict[str, Any]], width: int = 1200, height: int = 32
         path = "".join(f"M{x} {y}h0" for x, y in sorted(dots[verdict]))
         parts.append(
             f'<path d="{path}" stroke="{VERDICT_COLORS.get(verdict, "#57606a")}" '
-            'stroke-width="5" stroke-linecap="round" stroke-opacity="0.6" fill="none"/>'
+            'stroke-width="6" stroke-linecap="round" stroke-opacity="0.7" fill="none"/>'
         )
     for c, cx, cy in marked:
         verdict = str(c.get("verdict", ""))
