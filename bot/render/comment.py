@@ -282,12 +282,14 @@ def ratio_chart(cases: list[dict[str, Any]], histogram: dict[str, Any] | None = 
         return f"{(ratio - 1) * 100:+g}%"
 
     # Words, not `<`/`>` (Mermaid shows them as `&lt;`); bars run sideways so that each label
-    # has a line of its own; each bar is labelled with its count and the count axis has no
-    # ticks (they fall on fractions of a case for small counts; a range would need `-->`,
-    # which no comment body carries outside its marker).
+    # has a line of its own; each label ends with its bar's count (a count drawn on the bar
+    # lands on the axis labels when the bar is short) and the count axis has no ticks (they
+    # fall on fractions of a case for small counts; a range would need `-->`, which no
+    # comment body carries outside its marker).
     labels = [f"under {pct(edges[0])}"]
     labels += [f"{pct(a)} to {pct(b)}" for a, b in itertools.pairwise(edges)]
     labels.append(f"over {pct(edges[-1])}")
+    labels = [f"{label}: {n}" for label, n in zip(labels, counts, strict=True)]
     x_axis = ", ".join(json.dumps(label) for label in labels)
     return (
         "%%{init: " + json.dumps(_CHART_CONFIG) + "}%%\n"
@@ -300,7 +302,7 @@ def ratio_chart(cases: list[dict[str, Any]], histogram: dict[str, Any] | None = 
 
 
 _CHART_CONFIG = {
-    "xyChart": {"showDataLabel": True, "yAxis": {"showLabel": False, "showTick": False}},
+    "xyChart": {"showDataLabel": False, "yAxis": {"showLabel": False, "showTick": False}},
     "themeVariables": {"xyChart": {"plotColorPalette": "steelblue"}},
 }
 
