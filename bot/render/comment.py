@@ -188,6 +188,16 @@ def _links(opts: RenderOptions) -> list[str]:
     ]
 
 
+def decision_rule(settings: dict[str, Any]) -> str:
+    """The verdict rule in one sentence, from the comparison's settings (plain text)."""
+    return (
+        f"Rule: a case is regressed or improved when its {settings['confidence'] * 100:g}% "
+        f"interval excludes changes under {settings['min_effect'] * 100:g}% (and "
+        f"{settings['noise_mult']:g}x its noise) and it passes Benjamini-Hochberg at FDR "
+        f"{settings['alpha'] * 100:g}%; otherwise unchanged or inconclusive."
+    )
+
+
 def header_lines(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
     """The comment's first lines: what was compared with what, on which GPU and backend, the
     decision rule, and the links to the evidence."""
@@ -210,12 +220,7 @@ def header_lines(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, A
         f"{kind}{', paired' if base.get('paired') else ''} · {cand.get('backend')} {ops} "
         f"on {device}"
     )
-    rule = md_text(
-        f"Rule: a case is regressed or improved when its {settings['confidence'] * 100:g}% "
-        f"interval excludes changes under {settings['min_effect'] * 100:g}% (and "
-        f"{settings['noise_mult']:g}x its noise) and it passes Benjamini-Hochberg at FDR "
-        f"{settings['alpha'] * 100:g}%; otherwise unchanged or inconclusive."
-    )
+    rule = md_text(decision_rule(settings))
     links = _links(opts)
     return {
         "compared": Markup(f"{head} vs {against} · {where}"),

@@ -15,7 +15,17 @@ import jinja2
 from markupsafe import Markup, escape
 
 from bot import __version__
-from bot.render.comment import ICONS, case_label, fmt_change, fmt_ms, side_gpus, verdict_word
+from bot.render.comment import (
+    ICONS,
+    baseline_words,
+    case_label,
+    decision_rule,
+    fmt_change,
+    fmt_ms,
+    short_sha,
+    side_gpus,
+    verdict_word,
+)
 
 VERDICT_COLORS = {
     "regressed": "#d1242f",
@@ -414,6 +424,26 @@ def _q_text(c: dict[str, Any]) -> str:
     return f"{q:.2g}" if _finite(q) else "–"
 
 
+def _side(sha: object, branch: object, run_id: object) -> str:
+    """`841efd6 (main)`: the commit, else the run, and the branch when known (plain text)."""
+    what = short_sha(sha) if sha else (f"run {run_id}" if run_id else "unknown commit")
+    return what + (f" ({branch})" if branch else "")
+
+
+def compared_line(comparison: dict[str, Any]) -> str:
+    """What was compared with what, as the comment's first line says it (plain text)."""
+    base, cand = comparison["baseline"], comparison["candidate"]
+    ref = (base.get("store") or {}).get("ref") or base.get("branch")
+    device = (cand.get("device") or {}).get("name") or "unknown device"
+    return (
+        f"head {_side(cand.get('git_sha'), cand.get('branch'), cand.get('run_id'))} vs "
+        f"baseline {_side(base.get('git_sha'), ref, base.get('run_id'))} · "
+        f"{baseline_words(base.get('kind') or 'explicit-run')}"
+        f"{', paired' if base.get('paired') else ''} · {cand.get('backend')} "
+        f"{', '.join(cand.get('ops') or [])} on {device}"
+    )
+
+
 def render_html_report(
     comparison: dict[str, Any], all_cases: list[dict[str, Any]] | None = None
 ) -> str:
@@ -486,6 +516,8 @@ def render_html_report(
             icon=ICONS.get(verdict["level"], ""),
             level=verdict["level"],
             headline=verdict["headline"],
+            compared=compared_line(comparison),
+            rule=decision_rule(comparison["settings"]),
             reasons=verdict.get("reasons", []),
             warnings=comparison.get("warnings", []),
             generated_at=comparison.get("generated_at", ""),
@@ -524,6 +556,8 @@ def render_run_html_report(info: Any) -> str:
             icon=ICONS.get(level, ""),
             level=level,
             headline=headline,
+            compared=None,
+            rule=None,
             reasons=reasons,
             warnings=[],
             generated_at="",
