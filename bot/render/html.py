@@ -430,11 +430,15 @@ def _side(sha: object, branch: object, run_id: object) -> str:
     return what + (f" ({branch})" if branch else "")
 
 
+def _device_name(device: object) -> str | None:
+    return str(device.get("name")) if isinstance(device, dict) and device.get("name") else None
+
+
 def compared_line(comparison: dict[str, Any]) -> str:
     """What was compared with what, as the comment's first line says it (plain text)."""
     base, cand = comparison["baseline"], comparison["candidate"]
     ref = (base.get("store") or {}).get("ref") or base.get("branch")
-    device = (cand.get("device") or {}).get("name") or "unknown device"
+    device = _device_name(cand.get("device")) or "unknown device"
     return (
         f"head {_side(cand.get('git_sha'), cand.get('branch'), cand.get('run_id'))} vs "
         f"baseline {_side(base.get('git_sha'), ref, base.get('run_id'))} · "
@@ -556,7 +560,11 @@ def render_run_html_report(info: Any) -> str:
             icon=ICONS.get(level, ""),
             level=level,
             headline=headline,
-            compared=None,
+            compared=(
+                f"head {_side(meta.get('git_sha'), meta.get('branch'), meta.get('run_id'))} · "
+                f"{meta.get('backend') or 'unknown backend'} on "
+                f"{_device_name(meta.get('device')) or 'unknown GPU'}"
+            ),
             rule=None,
             reasons=reasons,
             warnings=[],
@@ -576,7 +584,7 @@ def render_run_html_report(info: Any) -> str:
             group_rows=[],
             dispatch=[],
             provenance=[
-                {"name": k, "base": None, "cand": meta.get(k)}
+                {"name": PROVENANCE_NAMES[k], "base": None, "cand": meta.get(k)}
                 for k in (
                     "run_id",
                     "status",
