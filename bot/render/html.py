@@ -351,7 +351,7 @@ def _case_rows(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str, 
     more), and, when some are left out, every case in one compact JSON block from which the
     report's script sorts, filters and pages the table, so the report stays small and quick
     for thousands of cases. Returns (rows, JSON text safe inside <script>, cases left out)."""
-    ordered = sorted(cases[:MAX_TABLE_ROWS], key=_order)
+    ordered = sorted(cases, key=_order)[:MAX_TABLE_ROWS]  # past the cap, unchanged ones go
     shown = ordered[:MAX_SHOWN_ROWS]
     if len(ordered) > MAX_SHOWN_ROWS:  # a long table: its unchanged cases wait for the reader
         shown = [c for c in shown if c.get("verdict") != "same"]
