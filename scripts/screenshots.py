@@ -26,11 +26,13 @@ from markdown_it import MarkdownIt
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 MERMAID = re.compile(r"^```mermaid\n(.*?)^```$", re.S | re.M)
-# Enough of GitHub's look that tables, code and <details> read as they do there.
+# Enough of GitHub's look that tables, code and <details> read as they do there (a wide table
+# scrolls inside the column, as on GitHub, rather than spilling past it).
 STYLE = """
 body { font: 14px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328;
        max-width: 880px; margin: 16px; }
-table { border-collapse: collapse; margin: 8px 0; } th, td { border: 1px solid #d0d7de;
+table { border-collapse: collapse; margin: 8px 0; display: block; width: max-content;
+        max-width: 100%; overflow: auto; } th, td { border: 1px solid #d0d7de;
        padding: 4px 10px; } th { background: #f6f8fa; }
 code { background: #eff1f3; padding: 1px 4px; border-radius: 4px; font-size: 12px; }
 pre { background: #f6f8fa; padding: 10px; overflow: auto; } pre code { background: none; }

@@ -159,7 +159,7 @@ def test_campaign_confirms_the_canary_before_commenting(campaign_dir: tuple[Path
     assert final["verdict"]["level"] == "red"
     comment = (out / "comment.md").read_text()
     assert "confirmed" in comment
-    assert "baseline: merge-base (paired)" in comment
+    assert "baseline: merge base's run (paired)" in comment
 
 
 @pytest.mark.slow

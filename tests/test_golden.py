@@ -1,5 +1,5 @@
-"""Golden files for what maintainers read: the PR comment, the run-only comment and the HTML
-report, rendered from fixed inputs (tests/golden.py). `pytest --update-golden` rewrites them;
+"""Golden files for what maintainers read: the PR comment, the run-only comments and the HTML
+reports, rendered from fixed inputs (tests/golden.py). `pytest --update-golden` rewrites them;
 the diff is the review of a rendering change."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from bot.compare.comparison import Baseline, compare_runs, load_cases
 from bot.render.comment import RenderOptions, render_comment, render_run_comment
-from bot.render.html import render_html_report
+from bot.render.html import render_html_report, render_run_html_report
 from bot.render.run_summary import load_run_info
 from collector.record import read_record
 from tests.factories import gemm_case, write_record
@@ -66,6 +66,7 @@ def test_the_run_only_comment(
     )
     opts = RenderOptions(artifacts_url=ARTIFACTS)
     check_golden("run-comment.md", render_run_comment(load_run_info(run), opts), update_golden)
+    check_golden("run-report.html", render_run_html_report(load_run_info(run)), update_golden)
     Path("died").mkdir()
     missing = RenderOptions(artifacts_url=ARTIFACTS, started_at=STAMP, backend="vllm", gpu="H200")
     info = load_run_info(Path("died"), stage="collect", error="the runner lost its GPU")

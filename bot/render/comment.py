@@ -140,6 +140,19 @@ def fmt_ci(case: dict[str, Any]) -> str:
 VERDICT_WORDS = {stats.SAME: "unchanged"}
 
 
+# What a reader sees for each kind of baseline (bot/compare/comparison.py BASELINE_KINDS).
+BASELINE_WORDS = {
+    "previous-run": "previous stored run",
+    "merge-base": "merge base's run",
+    "imported-table": "imported table",
+    "explicit-run": "named run",
+}
+
+
+def baseline_words(kind: str) -> str:
+    return BASELINE_WORDS.get(kind, kind)
+
+
 def verdict_word(verdict: str) -> str:
     return VERDICT_WORDS.get(verdict, verdict)
 
@@ -175,6 +188,16 @@ def _links(opts: RenderOptions) -> list[str]:
     ]
 
 
+def decision_rule(settings: dict[str, Any]) -> str:
+    """The verdict rule in one sentence, from the comparison's settings (plain text)."""
+    return (
+        f"Rule: a case is regressed or improved when its {settings['confidence'] * 100:g}% "
+        f"interval excludes changes under {settings['min_effect'] * 100:g}% (and "
+        f"{settings['noise_mult']:g}x its noise) and it passes Benjamini-Hochberg at FDR "
+        f"{settings['alpha'] * 100:g}%; otherwise unchanged or inconclusive."
+    )
+
+
 def header_lines(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
     """The comment's first lines: what was compared with what, on which GPU and backend, the
     decision rule, and the links to the evidence."""
@@ -183,7 +206,7 @@ def header_lines(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, A
     settings = comparison["settings"]
     ops = ", ".join(cand.get("ops") or [])
     device = (cand.get("device") or {}).get("name") or "unknown device"
-    kind = base.get("kind") or "explicit-run"
+    kind = baseline_words(base.get("kind") or "explicit-run")
     head = _side_ref(
         "head", opts.head_sha or cand.get("git_sha"), cand.get("branch"), cand.get("run_id")
     )
@@ -197,12 +220,7 @@ def header_lines(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, A
         f"{kind}{', paired' if base.get('paired') else ''} · {cand.get('backend')} {ops} "
         f"on {device}"
     )
-    rule = md_text(
-        f"Rule: a case is regressed or improved when its {settings['confidence'] * 100:g}% "
-        f"interval excludes changes under {settings['min_effect'] * 100:g}% (and "
-        f"{settings['noise_mult']:g}x its noise) and it passes Benjamini-Hochberg at FDR "
-        f"{settings['alpha'] * 100:g}%; otherwise unchanged or inconclusive."
-    )
+    rule = md_text(decision_rule(settings))
     links = _links(opts)
     return {
         "compared": Markup(f"{head} vs {against} · {where}"),
@@ -269,12 +287,14 @@ def ratio_chart(cases: list[dict[str, Any]], histogram: dict[str, Any] | None = 
         return f"{(ratio - 1) * 100:+g}%"
 
     # Words, not `<`/`>` (Mermaid shows them as `&lt;`); bars run sideways so that each label
-    # has a line of its own; each bar is labelled with its count and the count axis has no
-    # ticks (they fall on fractions of a case for small counts; a range would need `-->`,
-    # which no comment body carries outside its marker).
+    # has a line of its own; each label ends with its bar's count (a count drawn on the bar
+    # lands on the axis labels when the bar is short) and the count axis has no ticks (they
+    # fall on fractions of a case for small counts; a range would need `-->`, which no
+    # comment body carries outside its marker).
     labels = [f"under {pct(edges[0])}"]
     labels += [f"{pct(a)} to {pct(b)}" for a, b in itertools.pairwise(edges)]
     labels.append(f"over {pct(edges[-1])}")
+    labels = [f"{label}: {n}" for label, n in zip(labels, counts, strict=True)]
     x_axis = ", ".join(json.dumps(label) for label in labels)
     return (
         "%%{init: " + json.dumps(_CHART_CONFIG) + "}%%\n"
@@ -287,7 +307,7 @@ def ratio_chart(cases: list[dict[str, Any]], histogram: dict[str, Any] | None = 
 
 
 _CHART_CONFIG = {
-    "xyChart": {"showDataLabel": True, "yAxis": {"showLabel": False, "showTick": False}},
+    "xyChart": {"showDataLabel": False, "yAxis": {"showLabel": False, "showTick": False}},
     "themeVariables": {"xyChart": {"plotColorPalette": "steelblue"}},
 }
 
@@ -565,7 +585,7 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         "artifacts_url": md_url(opts.artifacts_url),
         "version": __version__,
         "schema_version": comparison["schema_version"],
-        "baseline_kind": comparison["baseline"].get("kind", "run")
+        "baseline_kind": baseline_words(comparison["baseline"].get("kind", "run"))
         + (" (paired)" if comparison["baseline"].get("paired") else ""),
         "cand_status": cand.get("status") or "complete",
         "cand_planned": (cand.get("counts") or {}).get("planned", "?"),
