@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from bot import __version__
 from bot.compare import stats
+from bot.compare.contract import CASE_TABLE_SCHEMA, PARAM_PREFIX, ComparisonDoc
 from bot.compare.coverage import compare_coverage
 from bot.compare.failure_groups import compare_groups
 from bot.compare.latency import CONFIRM_VERDICTS, SAMPLES, CaseTable, compare_latency
@@ -186,7 +187,7 @@ def compare_runs(
     coverage = compare_coverage(base, cand)
     latency, table = compare_latency(base, cand, settings, confirm)
     latency["cases_file"] = CASES_PARQUET
-    result: dict[str, Any] = {
+    doc: ComparisonDoc = {
         "schema_version": SCHEMA_VERSION,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "tool": {"name": "collectbot", "version": __version__},
@@ -207,7 +208,9 @@ def compare_runs(
             "cand": [a.to_json() for a in cand.anomalies],
         },
         "warnings": _warnings(base, cand, latency, settings),
+        "verdict": {},  # from the sections above, just below
     }
+    result = cast(dict[str, Any], doc)
     result["verdict"] = overall_verdict(result)
     return Comparison(result, table)
 
@@ -528,11 +531,17 @@ def load_cases(path: Path, comparison: dict[str, Any]) -> list[dict[str, Any]]:
         table = pq.read_table(directory / name)
     except (OSError, ValueError) as exc:
         raise UserError(f"{directory / name}: not a readable parquet file ({exc})") from None
+    missing = [n for n in CASE_TABLE_SCHEMA.names if n not in table.column_names]
+    if missing:
+        raise UserError(f"{directory / name}: column {missing[0]!r} missing (not a case table)")
     rows = []
     for row in table.to_pylist():
-        params = {k[6:]: v for k, v in row.items() if k.startswith("param_") and v is not None}
-        case = {k: v for k, v in row.items() if not k.startswith("param_")}
-        case["params"] = params
+        case = {k: v for k, v in row.items() if not k.startswith(PARAM_PREFIX)}
+        case["params"] = {
+            k.removeprefix(PARAM_PREFIX): v
+            for k, v in row.items()
+            if k.startswith(PARAM_PREFIX) and v is not None
+        }
         rows.append(case)
     return rows
 
