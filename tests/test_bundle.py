@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot.bundle import PARTS_SUMS, build_bundle, load_spec, sha256_file, split_file
+from bot.bundle import PARTS_SUMS, build_bundle, load_spec, split_file
 from bot.cli import app
 from collector.errors import UserError
+from collector.record import sha256_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "bench" / "gpu"

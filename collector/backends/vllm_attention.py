@@ -76,7 +76,9 @@ def _phase_metadata_name(metadata: Any) -> str | None:
     return type(part).__name__ if part is not None else None
 
 
-def prepare_attention(rt: VllmRuntime, op: str, p: dict[str, Any]) -> Prepared:
+def prepare_attention(rt: VllmRuntime, op: str, p: dict[str, Any], l2_bytes: int = 0) -> Prepared:
+    """One vLLM attention case ready to time (`l2_bytes`, of the backends' shared signature,
+    goes unused: one copy, no rotation)."""
     shape = attention_shape(op, p)
     key = AttentionKey(
         num_heads=shape.num_heads,
