@@ -13,7 +13,7 @@ import math
 import signal
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,7 +38,7 @@ from collector.assignment import sticky_slots
 from collector.canary import Canary
 from collector.caseplan import Case, CaseSelector, Plan, build_plan, take_shard
 from collector.errors import RecordWriteError, UserError
-from collector.failures import FailureRecord, group_key, now_iso
+from collector.failures import FailureRecord
 from collector.panel import panel_cases, panel_runs, summarise_panel
 from collector.pool import BackendStartupError, Task, WorkerPool
 from collector.provenance import collector_hash, git_sha, library_versions
@@ -110,16 +110,23 @@ def resolve_plan(cfg: CollectConfig, sm: str | None) -> tuple[Plan, RuleOutcome]
 
 
 @contextmanager
-def stop_on_signals() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
+def signal_handler(handler: Callable[[int, FrameType | None], None]) -> Iterator[None]:
+    """`handler` for SIGTERM and SIGINT while the block runs; the previous handlers after."""
     previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    with signal_handler(handler):
+        yield
 
 
 def visible_devices(device: str, workers: int | None) -> list[str]:
@@ -359,29 +366,15 @@ class Collection:
         for case in self.plan.cases:
             if case.key in self.state.failed_keys:
                 continue
-            record = FailureRecord(
-                task_id=f"{case.key}#startup",
-                case_key=case.key,
-                op=case.op,
-                params=case.params,
-                dtype=case.dtype,
-                classification=exc.classification,
-                group_key=group_key(
-                    case.op,
-                    exc.classification,
-                    str(detail.get("exception_type")),
-                    str(detail.get("message")),
-                    case.dtype,
-                ),
-                exception_type=str(detail.get("exception_type")),
-                message=str(detail.get("message")),
+            record = FailureRecord.of(
+                (f"{case.key}#startup", case.key, case.op, case.params, case.dtype),
+                exc.classification,
+                str(detail.get("exception_type")),
+                str(detail.get("message")),
                 traceback=str(detail.get("traceback") or ""),
-                exit_code=None,
-                signal=None,
                 worker="startup",
                 device=self.devices[0],
                 run_index=0,
-                timestamp=now_iso(),
             )
             self.record(record)
 
