@@ -77,9 +77,10 @@ def _volatile(out: Path) -> dict[str, str]:
         for name in ("collector_hash", "framework_version"):
             if meta.get(name):
                 values[str(meta[name])] = f"<{name}>"
-        torch = str((meta.get("environment") or {}).get("torch") or "")
-        if torch:
-            values[torch] = "<torch-version>"
+        versions = meta.get("versions") or {}
+        for name in ("torch", "vllm", "flashinfer"):
+            if versions.get(name):
+                values[str(versions[name])] = f"<{name}-version>"
     return values
 
 
@@ -89,6 +90,8 @@ def normalised(text: str, out: Path) -> str:
     text = text.replace(str(REPO), "<repo>")
     text = re.sub(r'File "[^"]*?/(collector|bot)/', r'File "<repo>/\1/', text)
     text = re.sub(r"line \d+, in ", "line <n>, in ", text)
+    # The carets under a traceback's line come and go with the Python version.
+    text = re.sub(r"(?m)^ *[\^~]+ *\n", "", text)
     text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(\+00:00|Z)?", "<time>", text)
     # The panel's device time is the wall time of the stand-in's runs.
     return re.sub(r"\d+(\.\d+)? device s\b", "<s> device s", text)
