@@ -33,8 +33,6 @@ ALLOWED = {
     "bot/compare/coverage.py::compare_coverage": "coverage per op: counts on both sides, "
     "cases lost since the baseline, red findings",
     "bot/history/table.py::print_history": "the history table, built column by column",
-    "bot/compare/comparison.py::overall_verdict": "the verdict's rules in order of severity, "
-    "read top to bottom",
     "bot/result_bundle.py::load_result": "a bundle's every check in turn, each one line naming file and field",
     "bot/github/plan.py::decide_event": "the trigger decision: one return per kind of event",
     "bot/conclude.py::conclude": "the conclude pipeline's steps in order",

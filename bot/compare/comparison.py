@@ -404,21 +404,7 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
         level = RED
     elif reasons:
         level = YELLOW
-    parts = []
-    if same_kernel:
-        parts.append(f"{same_kernel} regressed")
-    if across[stats.REGRESSED]:
-        parts.append(f"{across[stats.REGRESSED]} slower after a dispatch change")
-    if groups["new"]:
-        parts.append(_n(len(groups["new"]), "new failure group"))
-    if summary[stats.IMPROVED]:
-        parts.append(f"{summary[stats.IMPROVED]} improved")
-    if groups["resolved"]:
-        parts.append(f"{_n(len(groups['resolved']), 'failure group')} resolved")
-    if summary[stats.INCONCLUSIVE]:
-        parts.append(f"{summary[stats.INCONCLUSIVE]} inconclusive")
-    if any(f["level"] == RED for f in result["coverage"]["findings"]):
-        parts.insert(0, "coverage lost")
+    parts = _headline_parts(result, same_kernel, across[stats.REGRESSED])
     special, notes = _unusual(result)
     for text in notes:
         reasons.append((YELLOW, text))
@@ -433,6 +419,29 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
     if suffixes:
         headline += f" ({'; '.join(suffixes)})"
     return {"level": level, "headline": headline, "reasons": [r for _, r in reasons]}
+
+
+def _headline_parts(result: dict[str, Any], same_kernel: int, across: int) -> list[str]:
+    """The headline's counts, most serious first (`across`: regressed after a dispatch
+    change)."""
+    groups = result["failure_groups"]
+    summary = result["latency"]["summary"]["verdicts"]
+    parts = []
+    if same_kernel:
+        parts.append(f"{same_kernel} regressed")
+    if across:
+        parts.append(f"{across} slower after a dispatch change")
+    if groups["new"]:
+        parts.append(_n(len(groups["new"]), "new failure group"))
+    if summary[stats.IMPROVED]:
+        parts.append(f"{summary[stats.IMPROVED]} improved")
+    if groups["resolved"]:
+        parts.append(f"{_n(len(groups['resolved']), 'failure group')} resolved")
+    if summary[stats.INCONCLUSIVE]:
+        parts.append(f"{summary[stats.INCONCLUSIVE]} inconclusive")
+    if any(f["level"] == RED for f in result["coverage"]["findings"]):
+        parts.insert(0, "coverage lost")
+    return parts
 
 
 def _unusual(result: dict[str, Any]) -> tuple[str | None, list[str]]:
