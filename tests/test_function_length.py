@@ -30,8 +30,6 @@ ALLOWED = {
     "canary in one place, where splitting would add calls inside the measurement",
     "bot/importers/aic.py::import_aic": "reference tables read and turned into a record, column by column",
     "bot/render/html.py::render_html_report": "the report's context, one key per section",
-    "bot/compare/coverage.py::compare_coverage": "coverage per op: counts on both sides, "
-    "cases lost since the baseline, red findings",
     "bot/history/table.py::print_history": "the history table, built column by column",
     "bot/result_bundle.py::load_result": "a bundle's every check in turn, each one line naming file and field",
     "bot/github/plan.py::decide_event": "the trigger decision: one return per kind of event",
