@@ -17,7 +17,6 @@ Install on the runner (`bench/gpu/install_bundle.sh` does all of it):
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
@@ -45,6 +44,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from collector.errors import UserError
+from collector.record import sha256_file
 
 MANIFEST = "manifest.json"
 SHA256SUMS = "SHA256SUMS"
@@ -232,14 +232,6 @@ class WheelInfo:
             "sha256": self.sha256,
             "bytes": self.size,
         }
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_wheel(path: Path) -> WheelInfo:

@@ -25,22 +25,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from collector import jsonfile
-from collector.aggregate import RunResult
-from collector.caseplan import Case, shard_of
+from collector.caseplan import shard_of
 from collector.errors import UserError
-from collector.ops import get_op
-from collector.record import (
-    RUN_JSON,
-    CheckpointState,
-    RunRecord,
-    finalize,
-    read_record,
-    sha256_file,
-    write_json,
-)
+from collector.record import RUN_JSON, RunRecord, read_record, sha256_file, write_json
+from collector.record.combine import Combined, inherited_meta, source_entry
 
 # run.json fields every shard of one plan must agree on.
 SAME_ACROSS_SHARDS = (
@@ -105,69 +94,6 @@ class MergeReport:
         for bad in self.unreadable:
             out.append(f"unreadable shard {bad['path']}: {bad['error']}")
         return out
-
-
-def case_from_row(op: str, row: dict[str, Any]) -> Case:
-    return Case.build(op, get_op(op).case_params(row))
-
-
-def record_runs(record: RunRecord, op: str, offset: int = 0) -> dict[str, list[RunResult]]:
-    """The record's runs of one op rebuilt from its samples, run indices shifted by `offset`.
-
-    A row's redo count and device time are kept on the case's first run, so the sums the
-    writer computes come out the same.
-    """
-    perf = record.perf[op]
-    samples = record.samples[op]
-    wanted = ["case_key", "inner", "timing_mode", "kernel_source", "copies"]
-    wanted += [
-        c
-        for c in ("redos", "device_seconds", "gpu_index", "gpu_uuid", "gpu_name")
-        if c in perf.column_names
-    ]
-    info = {row["case_key"]: row for row in perf.select(wanted).to_pylist()}
-    out: dict[str, list[RunResult]] = {}
-    if samples.num_rows == 0:
-        return out
-    names = ["case_key", "run", "ms", "sm_mhz", "power_w", "throttled"]
-    names += [c for c in ("clock_mhz",) if c in samples.column_names]
-    cols = samples.select(names).to_pydict()
-    keys = np.asarray(cols["case_key"], dtype=object)
-    runs = np.asarray(cols["run"], dtype=np.int64)
-    order = np.lexsort((np.arange(len(runs)), runs, keys))
-    groups: dict[tuple[str, int], list[int]] = {}
-    for i in order:
-        groups.setdefault((str(keys[i]), int(runs[i])), []).append(int(i))
-    for (key, run), rows in groups.items():
-        row = info.get(key)
-        if row is None:  # samples of a case without a row: the reader's anomaly, not ours
-            continue
-        first = key not in out
-        out.setdefault(key, []).append(
-            RunResult.from_json(
-                {
-                    "case_key": key,
-                    "run": offset + run,
-                    "ms": [cols["ms"][i] for i in rows],
-                    "sm_mhz": [cols["sm_mhz"][i] for i in rows],
-                    "power_w": [cols["power_w"][i] for i in rows],
-                    "throttled": [bool(cols["throttled"][i]) for i in rows],
-                    "clock_mhz": [cols["clock_mhz"][i] for i in rows]
-                    if "clock_mhz" in cols
-                    else [],
-                    "inner": int(row["inner"] or 1),
-                    "timing_mode": str(row["timing_mode"]),
-                    "kernel_source": str(row["kernel_source"]),
-                    "copies": int(row["copies"] or 1),
-                    "redos": int(row.get("redos") or 0) if first else 0,
-                    "wall_s": float(row.get("device_seconds") or 0.0) if first else 0.0,
-                    "device_index": row.get("gpu_index"),
-                    "device_uuid": str(row.get("gpu_uuid") or ""),
-                    "device_name": str(row.get("gpu_name") or ""),
-                }
-            )
-        )
-    return out
 
 
 def merged_panel(panels: list[Any]) -> dict[str, Any] | None:
@@ -291,43 +217,27 @@ def _read_shards(
     return records, unreadable
 
 
-def merge_shards(
-    paths: Sequence[Path],
-    out: Path,
-    *,
-    count: int | None = None,
-    plan: dict[str, Any] | None = None,
-) -> MergeReport:
-    """Write one record from the shards in `paths`; returns what was merged and what was not."""
-    if not paths:
-        raise UserError("merge: give at least one shard directory")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(f"{out}: not empty (choose a new --out)")
-    records, unreadable = _read_shards(paths)
-    if not records:
-        detail = "; ".join(f"{u['path']}: {u['error']}" for u in unreadable)
-        raise UserError(f"merge: no readable shard record ({detail})")
-    counts = {n for _, n, _ in records}
-    n_meta = {n for n in counts if n is not None}
+def _shard_count(records: list[tuple[int, int | None, RunRecord]], count: int | None) -> int:
+    """The n of the shards' `i/n`: one for all of them, and the one `--count` gives."""
+    n_meta = {n for _, n, _ in records if n is not None}
     if len(n_meta) > 1:
         raise UserError(
             "merge: the shards were cut in different counts "
             f"({', '.join(sorted(f'{i}/{n}' for i, n, _ in records if n))}); one plan has one n"
         )
     n = count or (n_meta.pop() if n_meta else 1)
-    if unreadable and not n_meta and n == 1:
-        # An unsharded record has no shard to be missing: the other path is not a run record.
-        bad = unreadable[0]
-        raise UserError(f"merge: {bad['path']} is not a run record ({bad['error']})")
     for index, shard_n, record in records:
         if shard_n is None and n > 1:
             raise UserError(f"{record.path / RUN_JSON}: not a shard (no 'shard' field) of {n}")
         if shard_n is not None and shard_n != n:
             raise UserError(f"{record.path / RUN_JSON}: shard {index}/{shard_n} is not one of {n}")
-    first = records[0][2]
-    for _, _, record in records[1:]:
-        _check_same(first, record)
+    return n
 
+
+def _choose(
+    records: list[tuple[int, int | None, RunRecord]],
+) -> tuple[dict[int, RunRecord], list[dict[str, Any]]]:
+    """The best record of each shard index, and the duplicates left out (and why)."""
     by_index: dict[int, list[RunRecord]] = {}
     for index, _, record in records:
         by_index.setdefault(index, []).append(record)
@@ -349,25 +259,26 @@ def merge_shards(
                     f"{other.status} with {_ok_count(other)}",
                 }
             )
-    missing = [i for i in range(1, n + 1) if i not in chosen]
+    return chosen, duplicates
 
-    plan_keys: list[str] = [str(k) for k in plan["case_keys"]] if plan else []
-    if plan is not None:
-        in_plan = set(plan_keys)
-        for index, record in chosen.items():
-            for key in sorted(_case_keys(record)):
-                if key not in in_plan:
-                    raise UserError(
-                        f"{record.path}: case {key} is not in the plan {plan['plan_hash']}"
-                    )
-                if shard_of(key, n) != index:
-                    raise UserError(
-                        f"{record.path}: case {key} belongs to shard {shard_of(key, n)}/{n} of "
-                        f"plan {plan['plan_hash']}, not {index}/{n}"
-                    )
 
-    state = CheckpointState()
-    cases: dict[str, Case] = {}
+def _check_plan(chosen: dict[int, RunRecord], n: int, plan: dict[str, Any]) -> None:
+    """Every case of every shard is in the plan, in the shard its key hashes to."""
+    in_plan = {str(k) for k in plan["case_keys"]}
+    for index, record in chosen.items():
+        for key in sorted(_case_keys(record)):
+            if key not in in_plan:
+                raise UserError(f"{record.path}: case {key} is not in the plan {plan['plan_hash']}")
+            if shard_of(key, n) != index:
+                raise UserError(
+                    f"{record.path}: case {key} belongs to shard {shard_of(key, n)}/{n} of "
+                    f"plan {plan['plan_hash']}, not {index}/{n}"
+                )
+
+
+def _combine(chosen: dict[int, RunRecord], n: int) -> Combined:
+    """The chosen shards' cases and runs; a case held by two shards means two plans."""
+    combined = Combined()
     owner: dict[str, int] = {}
     for index, record in sorted(chosen.items()):
         for key in _case_keys(record):
@@ -377,75 +288,102 @@ def merge_shards(
                     "the shards come from different plans"
                 )
             owner[key] = index
-        for op in record.ops:
-            for row in record.perf[op].to_pylist():
-                cases.setdefault(row["case_key"], case_from_row(op, row))
-            for key, results in record_runs(record, op).items():
-                state.runs.setdefault(key, []).extend(results)
-        for failure in record.failures:
-            cases.setdefault(failure.case_key, Case.build(failure.op, failure.params))
-            state.failures.append(failure)
+        combined.add(record)
+    return combined
 
+
+def _merged_status(chosen: dict[int, RunRecord], missing: list[int]) -> str:
     statuses = [r.status for r in chosen.values()]
     if all(s == "failed" for s in statuses) and not missing:
-        status = "failed"
-    elif missing or any(s != "complete" for s in statuses):
-        status = "partial"
-    else:
-        status = "complete"
+        return "failed"
+    if missing or any(s != "complete" for s in statuses):
+        return "partial"
+    return "complete"
 
-    infos = [
-        ShardInfo(
-            index=index,
-            path=str(record.path),
-            run_id=str(record.meta.get("run_id")),
-            status=record.status,
-            run_json_sha256=sha256_file(record.path / RUN_JSON),
-            device=dict(record.meta.get("device") or {}),
-            counts={k: v for k, v in (record.meta.get("counts") or {}).items() if k != "per_op"},
-            started_at=record.meta.get("started_at"),
-            finished_at=record.meta.get("finished_at"),
-        )
-        for index, record in sorted(chosen.items())
-    ]
-    merged_keys = [c.key for c in cases.values()]
-    plan_hash = (
-        str(plan["plan_hash"])
-        if plan
-        else hashlib.sha256(json.dumps(sorted(merged_keys)).encode()).hexdigest()[:16]
+
+def _shard_info(index: int, record: RunRecord) -> ShardInfo:
+    source = source_entry(record)
+    return ShardInfo(
+        index=index,
+        path=source["path"],
+        run_id=str(source["run_id"]),
+        status=record.status,
+        run_json_sha256=source["run_json_sha256"],
+        device=dict(record.meta.get("device") or {}),
+        counts={k: v for k, v in (record.meta.get("counts") or {}).items() if k != "per_op"},
+        started_at=source["started_at"],
+        finished_at=source["finished_at"],
     )
-    report = MergeReport(
-        out=str(out),
-        count=n,
-        status=status,
-        shards=infos,
-        missing=missing,
-        duplicates=duplicates,
-        unreadable=unreadable,
-        plan_hash=plan_hash,
-    )
+
+
+def _merged_meta(
+    first: RunRecord, chosen: dict[int, RunRecord], report: MergeReport
+) -> dict[str, Any]:
+    """run.json of the merged record: the first shard's, with the merge's own fields."""
     errors = [str(r.meta.get("error")) for r in chosen.values() if r.meta.get("error")]
-    if missing:
-        errors.append(f"shards {', '.join(f'{i}/{n}' for i in missing)} left no record")
-    starts = [i.started_at for i in infos if i.started_at]
-    ends = [i.finished_at for i in infos if i.finished_at]
-    meta = {
-        k: v
-        for k, v in first.meta.items()
-        if k not in ("schema_version", "status", "counts", "files")
-    }
+    if report.missing:
+        missing = ", ".join(f"{i}/{report.count}" for i in report.missing)
+        errors.append(f"shards {missing} left no record")
+    starts = [i.started_at for i in report.shards if i.started_at]
+    ends = [i.finished_at for i in report.shards if i.finished_at]
+    meta = inherited_meta(first.meta)
     meta.update(
         run_id=f"merged-{uuid.uuid4().hex[:12]}",
         shard=None,
-        plan_hash=plan_hash,
+        plan_hash=report.plan_hash,
         started_at=min(starts) if starts else None,
         finished_at=max(ends) if ends else None,
         error="; ".join(errors) or None,
         merged_from={k: v for k, v in report.to_json().items() if k not in ("out", "status")},
         panel=merged_panel([r.meta.get("panel") for _, r in sorted(chosen.items())]),
     )
-    out.mkdir(parents=True, exist_ok=True)
-    finalize(out, meta, list(cases.values()), state, status)
+    return meta
+
+
+def merge_shards(
+    paths: Sequence[Path],
+    out: Path,
+    *,
+    count: int | None = None,
+    plan: dict[str, Any] | None = None,
+) -> MergeReport:
+    """Write one record from the shards in `paths`; returns what was merged and what was not."""
+    if not paths:
+        raise UserError("merge: give at least one shard directory")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: not empty (choose a new --out)")
+    records, unreadable = _read_shards(paths)
+    if not records:
+        detail = "; ".join(f"{u['path']}: {u['error']}" for u in unreadable)
+        raise UserError(f"merge: no readable shard record ({detail})")
+    if unreadable and (count or 1) == 1 and all(n is None for _, n, _ in records):
+        # An unsharded record has no shard to be missing: the other path is not a run record.
+        bad = unreadable[0]
+        raise UserError(f"merge: {bad['path']} is not a run record ({bad['error']})")
+    n = _shard_count(records, count)
+    first = records[0][2]
+    for _, _, record in records[1:]:
+        _check_same(first, record)
+    chosen, duplicates = _choose(records)
+    missing = [i for i in range(1, n + 1) if i not in chosen]
+    if plan is not None:
+        _check_plan(chosen, n, plan)
+    combined = _combine(chosen, n)
+    keys = json.dumps(sorted(c.key for c in combined.cases.values()))
+    plan_hash = str(plan["plan_hash"]) if plan else hashlib.sha256(keys.encode()).hexdigest()[:16]
+    status = _merged_status(chosen, missing)
+    report = MergeReport(
+        out=str(out),
+        count=n,
+        status=status,
+        shards=[_shard_info(index, record) for index, record in sorted(chosen.items())],
+        missing=missing,
+        duplicates=duplicates,
+        unreadable=unreadable,
+        plan_hash=plan_hash,
+    )
+    combined.write(out, _merged_meta(first, chosen, report), status)
+    plan_keys = [str(k) for k in plan["case_keys"]] if plan else []
     _count_planned(out, chosen, missing, n, plan_keys, report)
     return report
 

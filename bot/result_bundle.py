@@ -24,7 +24,6 @@ number from it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -36,6 +35,7 @@ from typing import Any
 from collector import jsonfile
 from collector.errors import UserError
 from collector.jsonfile import read_bytes
+from collector.record import sha256_file
 
 BUNDLE_JSON = "bundle.json"
 PLAN_JSON = "plan.json"
@@ -70,14 +70,6 @@ class ResultBundle:
 
     def file(self, name: str) -> Path:
         return self.path / name
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _read_json(path: Path, what: str, limit: int = MAX_FILE) -> Any:
@@ -185,7 +177,8 @@ def make_result(
     files: dict[str, dict[str, Any]] = {}
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         rel = path.relative_to(out).as_posix()
-        files[_safe_name(rel, str(out))] = {"sha256": _sha256(path), "bytes": path.stat().st_size}
+        size = path.stat().st_size
+        files[_safe_name(rel, str(out))] = {"sha256": sha256_file(path), "bytes": size}
     meta = {
         "schema_version": BUNDLE_VERSION,
         "kind": kind,
@@ -254,7 +247,7 @@ def load_result(path: Path) -> ResultBundle:
         )
         _require(size <= MAX_FILE, f"{target}: larger than {MAX_FILE} bytes")
         total += size
-        actual = _sha256(target)
+        actual = sha256_file(target)
         _require(
             actual == entry["sha256"],
             f"{target}: checksum mismatch (bundle.json says {entry['sha256'][:12]}, "

@@ -13,7 +13,7 @@ import math
 import signal
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,7 +41,7 @@ from collector.attn_backends import FIELD as ATTN_FIELD
 from collector.canary import Canary
 from collector.caseplan import Case, CaseSelector, Plan, build_plan, take_shard
 from collector.errors import RecordWriteError, UserError
-from collector.failures import FailureRecord, group_key, now_iso
+from collector.failures import FailureRecord
 from collector.panel import panel_cases, panel_runs, summarise_panel
 from collector.pool import BackendStartupError, Task, WorkerPool
 from collector.provenance import collector_hash, git_sha, library_versions
@@ -131,16 +131,23 @@ def resolve_plan(cfg: CollectConfig, sm: str | None) -> tuple[Plan, RuleOutcome]
 
 
 @contextmanager
-def stop_on_signals() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
+def signal_handler(handler: Callable[[int, FrameType | None], None]) -> Iterator[None]:
+    """`handler` for SIGTERM and SIGINT while the block runs; the previous handlers after."""
     previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    with signal_handler(handler):
+        yield
 
 
 def visible_devices(device: str, workers: int | None) -> list[str]:
@@ -382,29 +389,15 @@ class Collection:
         for case in self.plan.cases:
             if case.key in self.state.failed_keys:
                 continue
-            record = FailureRecord(
-                task_id=f"{case.key}#startup",
-                case_key=case.key,
-                op=case.op,
-                params=case.params,
-                dtype=case.dtype,
-                classification=exc.classification,
-                group_key=group_key(
-                    case.op,
-                    exc.classification,
-                    str(detail.get("exception_type")),
-                    str(detail.get("message")),
-                    case.dtype,
-                ),
-                exception_type=str(detail.get("exception_type")),
-                message=str(detail.get("message")),
+            record = FailureRecord.of(
+                (f"{case.key}#startup", case.key, case.op, case.params, case.dtype),
+                exc.classification,
+                str(detail.get("exception_type")),
+                str(detail.get("message")),
                 traceback=str(detail.get("traceback") or ""),
-                exit_code=None,
-                signal=None,
                 worker="startup",
                 device=self.devices[0],
                 run_index=0,
-                timestamp=now_iso(),
             )
             self.record(record)
 
@@ -504,29 +497,7 @@ class Collection:
             for case in cases:
                 on_outcome(measure_case(self.ctx, case, run))
         else:
-            # The round's panel kernels first on every device, then its cases, each case on
-            # its own device.
-            tasks = [
-                Task.of(
-                    case,
-                    run,
-                    f"{PANEL_TASK}{case.key}#run{run}#slot{slot}",
-                    self.panel_clock_reference(slot, case.key),
-                    slot,
-                    panel=True,
-                )
-                for slot, case in panel
-            ]
-            tasks += [
-                Task.of(
-                    c,
-                    run,
-                    f"{c.key}#run{run}",
-                    self.clock_reference(c.key),
-                    self.slots.get(c.key, 0),
-                )
-                for c in cases
-            ]
+            tasks = self._round_tasks(run, panel, cases)
 
             def on_message(msg: dict[str, Any]) -> None:
                 if str(msg.get("task_id", "")).startswith(PANEL_TASK):
@@ -546,6 +517,29 @@ class Collection:
             self._update_converged()
             if progress is not None and task is not None:
                 progress.update(task, completed=self.done_tasks())
+
+    def _round_tasks(
+        self, run: int, panel: list[tuple[int, Case]], cases: list[Case]
+    ) -> list[Task]:
+        """The round's panel kernels first on every device, then its cases, each case on its
+        own device."""
+        tasks = [
+            Task.of(
+                case,
+                run,
+                f"{PANEL_TASK}{case.key}#run{run}#slot{slot}",
+                self.panel_clock_reference(slot, case.key),
+                slot,
+                panel=True,
+            )
+            for slot, case in panel
+        ]
+        return tasks + [
+            Task.of(
+                c, run, f"{c.key}#run{run}", self.clock_reference(c.key), self.slots.get(c.key, 0)
+            )
+            for c in cases
+        ]
 
     def panel_pending(self, run: int) -> list[tuple[int, Case]]:
         """(slot, kernel) pairs of the calibration panel that round `run` still owes."""

@@ -171,6 +171,36 @@ class FailureRecord:
     def from_json(cls, data: dict[str, Any]) -> FailureRecord:
         return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
 
+    @classmethod
+    def of(
+        cls,
+        identity: tuple[str, str, str, dict[str, Any], str],
+        classification: str,
+        exception_type: str,
+        message: str,
+        **rest: Any,
+    ) -> FailureRecord:
+        """A failure of the task `identity` (task_id, case_key, op, params, dtype), grouped by
+        `group_key` and stamped now; `rest` is worker, device, run_index and, when known,
+        traceback, exit_code and signal."""
+        task_id, case_key, op, params, dtype = identity
+        fields = {"traceback": "", "exit_code": None, "signal": None, **rest}
+        return cls(
+            task_id=task_id,
+            case_key=case_key,
+            op=op,
+            params=params,
+            dtype=dtype,
+            classification=classification,
+            group_key=group_key(
+                op, classification, exception_type, message, dtype, fields["signal"]
+            ),
+            exception_type=exception_type,
+            message=message,
+            timestamp=now_iso(),
+            **fields,
+        )
+
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -188,25 +218,13 @@ def record_from_exception(
     device: str,
     run_index: int,
 ) -> FailureRecord:
-    classification = classify_exception(exc)
-    exception_type = type(exc).__name__
-    message = str(exc)[:MAX_MESSAGE_CHARS]
-    tb = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK_CHARS:]
-    return FailureRecord(
-        task_id=task_id,
-        case_key=case_key,
-        op=op,
-        params=params,
-        dtype=dtype,
-        classification=classification,
-        group_key=group_key(op, classification, exception_type, message, dtype),
-        exception_type=exception_type,
-        message=message,
-        traceback=tb,
-        exit_code=None,
-        signal=None,
+    return FailureRecord.of(
+        (task_id, case_key, op, params, dtype),
+        classify_exception(exc),
+        type(exc).__name__,
+        str(exc)[:MAX_MESSAGE_CHARS],
+        traceback="".join(traceback.format_exception(exc))[-MAX_TRACEBACK_CHARS:],
         worker=worker,
         device=device,
         run_index=run_index,
-        timestamp=now_iso(),
     )

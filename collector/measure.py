@@ -5,6 +5,7 @@ Shared by the in-process path and the worker processes, so both behave identical
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import time
@@ -122,18 +123,11 @@ def measure_case(ctx: MeasureContext, case: Case, run: int) -> RunResult | Failu
         return RunResult(
             case_key=case.key,
             run=run,
-            ms=samples.ms,
-            sm_mhz=samples.sm_mhz,
-            power_w=samples.power_w,
-            throttled=samples.throttled,
-            inner=samples.inner,
-            timing_mode=samples.timing_mode,
+            # The samples and what was seen taking them: every RunSamples field, as it is.
+            **{f.name: getattr(samples, f.name) for f in dataclasses.fields(samples)},
             kernel_source=kernel,
             copies=copies,
             redos=redos,
-            retakes=samples.retakes,
-            placements=samples.placements,
-            clock_mhz=samples.clock_mhz,
             wall_s=time.perf_counter() - start,
             # Names repeat across a resume; the pid tells the processes apart.
             worker=f"{ctx.worker}@{os.getpid()}",

@@ -26,8 +26,6 @@ from collector.failures import (
     CRASH,
     TIMEOUT,
     FailureRecord,
-    group_key,
-    now_iso,
     poisons_context,
 )
 from collector.worker import WorkerSpec, worker_main
@@ -254,23 +252,16 @@ class WorkerPool:
         self, w: _Worker, task: Task, classification: str, message: str, exc: str
     ) -> dict[str, Any]:
         sig = _signal_name(w.process.exitcode)
-        record = FailureRecord(
-            task_id=task.task_id,
-            case_key=task.case_key,
-            op=task.op,
-            params=task.params,
-            dtype=task.dtype,
-            classification=classification,
-            group_key=group_key(task.op, classification, exc, message, task.dtype, sig),
-            exception_type=exc,
-            message=message,
-            traceback="",
+        record = FailureRecord.of(
+            (task.task_id, task.case_key, task.op, task.params, task.dtype),
+            classification,
+            exc,
+            message,
             exit_code=w.process.exitcode,
             signal=sig,
             worker=w.spec.name,
             device=w.spec.device,
             run_index=task.run,
-            timestamp=now_iso(),
         )
         return {"type": "result", "task_id": task.task_id, "failure": record.to_json()}
 

@@ -177,7 +177,7 @@ CONTROLS = [
     Control(
         "R18b",
         "a merge with a missing shard is partial",
-        (edit("bot/merge.py", '    elif missing or any(s != "complete" for s in statuses):', '    elif any(s != "complete" for s in statuses):'),),
+        (edit("bot/merge.py", '    if missing or any(s != "complete" for s in statuses):', '    if any(s != "complete" for s in statuses):'),),
         ("tests/test_merge.py::test_a_missing_shard_is_partial_and_its_cases_count_against_coverage",),
     ),
     Control(

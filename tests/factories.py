@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +15,7 @@ import numpy as np
 from collector.aggregate import RunResult
 from collector.caseplan import Case
 from collector.failures import FailureRecord, group_key, now_iso
-from collector.record import CheckpointState, finalize
+from collector.record import CHECKPOINT, CheckpointState, finalize
 
 
 def attention_params(**over: object) -> dict[str, object]:
@@ -127,3 +131,49 @@ def write_record(
     }
     finalize(out, meta, cases, state, status)
     return out
+
+
+def small_campaign(repo: Path, out: Path, **extra: Any) -> Any:
+    """A two-run campaign of HEAD~1 against HEAD on one smoke case (CampaignConfig)."""
+    from bot.campaign.runner import CampaignConfig
+
+    return CampaignConfig(
+        repo=repo,
+        base_ref="HEAD~1",
+        head_ref="HEAD",
+        out=out,
+        runs=2,
+        collect_args=["--case-set", "smoke", "--samples", "2", "--warmup", "0"],
+        selection_args=["--limit", "1"],
+        **extra,
+    )
+
+
+def collect_until(
+    out: Path, args: list[str], ready: Callable[[Path], bool], timeout: float = 90
+) -> tuple[list[str], subprocess.Popen[bytes]]:
+    """`collectbot collect --out OUT --smoke ARGS` started in its own process; returned (with
+    its command line) once `ready(checkpoint)` holds, or when `timeout` seconds have passed."""
+    cmd = [sys.executable, "-m", "bot", "collect", "--out", str(out), "--smoke", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    checkpoint = out / CHECKPOINT
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if checkpoint.exists() and ready(checkpoint):
+            break
+        time.sleep(0.05)
+    return cmd, proc
+
+
+def unavailable_run(proc: subprocess.CompletedProcess[str], out: Path, says: str) -> list[Any]:
+    """A collection whose backend is not installed: exit 2 with one `error:` line saying
+    `says` and no traceback, every case recorded backend_unavailable; its failures."""
+    from collector.failures import BACKEND_UNAVAILABLE
+
+    assert proc.returncode == 2, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and says in errors[0], errors
+    assert "Traceback" not in proc.stderr
+    failures: list[Any] = json.loads((out / "failures.json").read_text())
+    assert {f["classification"] for f in failures} == {BACKEND_UNAVAILABLE}
+    return failures

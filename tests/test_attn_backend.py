@@ -16,13 +16,13 @@ import pytest
 
 from bot.compare.comparison import compare_records
 from bot.compare.stats import Settings
-from bot.merge import case_from_row
 from collector.attn_backends import ATTN_BACKENDS, AUTO, VLLM_ATTN_BACKENDS
 from collector.backends.vllm_support import attention_shape, check_selected_backend
 from collector.caseplan import Case, CaseSelector, build_plan
 from collector.engine import CollectConfig
 from collector.errors import UserError
 from collector.record import read_record
+from collector.record.combine import case_from_row
 from tests.factories import attention_params, simulated_runs, write_record
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot.bundle import PARTS_SUMS, build_bundle, load_spec, sha256_file, split_file
+from bot.bundle import PARTS_SUMS, build_bundle, load_spec, split_file
 from bot.cli import app
 from collector.errors import UserError
+from collector.record import sha256_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "bench" / "gpu"
@@ -159,24 +160,20 @@ def test_split_parts_are_balanced(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_closure_problems_name_the_requirement(tmp_path: Path) -> None:
     links = index(tmp_path)
-    text = SPEC.replace("  server-thing: API server only\n", "")
-    with pytest.raises(UserError, match=r"fakefw 1\.0 requires server-thing>=1: not bundled"):
-        build_bundle(spec_file(tmp_path, text), tmp_path / "o1", find_links=[links], no_index=True)
-    with pytest.raises(UserError, match=r"the base image has numpy 1\.20"):
-        build_bundle(
-            spec_file(tmp_path, SPEC.replace('numpy: "2.0"', 'numpy: "1.20"')),
-            tmp_path / "o2",
-            find_links=[links],
-            no_index=True,
-        )
     old = index(tmp_path / "old", dep_version="1.5")
-    with pytest.raises(UserError, match=r"requires dep-a>=2, but the bundle pins dep-a==1.5"):
-        build_bundle(
-            spec_file(tmp_path, SPEC.replace("dep-a==2.0", "dep-a==1.5")),
-            tmp_path / "o3",
-            find_links=[old],
-            no_index=True,
-        )
+    refusals = [
+        (
+            ("  server-thing: API server only\n", ""),
+            links,
+            r"fakefw 1\.0 requires server-thing>=1: not bundled",
+        ),
+        (('numpy: "2.0"', 'numpy: "1.20"'), links, r"the base image has numpy 1\.20"),
+        (("dep-a==2.0", "dep-a==1.5"), old, r"requires dep-a>=2, but the bundle pins dep-a==1.5"),
+    ]
+    for i, ((was, now), found, message) in enumerate(refusals):
+        spec = spec_file(tmp_path, SPEC.replace(was, now))
+        with pytest.raises(UserError, match=message):
+            build_bundle(spec, tmp_path / f"o{i}", find_links=[found], no_index=True)
 
 
 @pytest.mark.slow

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bot.campaign.runner import Campaign, CampaignConfig, device_identity
+from bot.campaign.runner import Campaign, device_identity
 from bot.cli import app
 from collector.caseplan import CaseSelector, build_plan
 from collector.errors import UserError
 from collector.record import read_record, sha256_file
+from tests.factories import small_campaign
 from tests.schema_check import assert_valid_comparison
 
 runner = CliRunner()
@@ -192,16 +193,7 @@ def test_device_identity() -> None:
 
 @pytest.mark.slow
 def test_a_round_on_another_device_stops_the_campaign(repo: Path, tmp_path: Path) -> None:
-    cfg = CampaignConfig(
-        repo=repo,
-        base_ref="HEAD~1",
-        head_ref="HEAD",
-        out=tmp_path / "ab",
-        runs=2,
-        collect_args=["--case-set", "smoke", "--samples", "2", "--warmup", "0"],
-        selection_args=["--limit", "1"],
-    )
-    campaign = Campaign(cfg)
+    campaign = Campaign(small_campaign(repo, tmp_path / "ab"))
     campaign.identity = {"kind": "cpu", "host": "elsewhere", "cpu": "another CPU"}
     from bot.campaign.git import worktree
 
@@ -210,7 +202,7 @@ def test_a_round_on_another_device_stops_the_campaign(repo: Path, tmp_path: Path
 
         side = Side("base", "HEAD~1", campaign.shas["base"], tree)
         with pytest.raises(UserError, match="must stay on one device"):
-            campaign._collect(side, tmp_path / "ab" / "r0", cfg.selection_args, "main")
+            campaign._collect(side, tmp_path / "ab" / "r0", campaign.cfg.selection_args, "main")
     assert "worktree" not in _git(repo, "worktree", "list").split()[-1]
 
 

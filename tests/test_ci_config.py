@@ -188,7 +188,7 @@ def test_the_plan_carries_the_base_branchs_config_to_conclude(
     from bot.store import RunStore
     from tests.github_fixtures import payload
     from tests.test_result_publish import CASES as PR_CASES
-    from tests.test_result_publish import LABEL, RUN_ID, _shard
+    from tests.test_result_publish import LABEL, _shard, run_conclude
 
     config = tmp_path / "base-branch.yml"
     config.write_text(f"min_effect: 0.07\ncase_sets:\n  {LABEL}: smoke\n")
@@ -217,14 +217,7 @@ def test_the_plan_carries_the_base_branchs_config_to_conclude(
     for i in (1, 2):
         _shard(tmp_path, rng, i)
     out = tmp_path / "concluded"
-    result = runner.invoke(
-        app,
-        [
-            *("conclude", "--plan", str(plan), "--shards-dir", str(tmp_path / "shards")),
-            *("--shards", "2", "--store", store, "--out", str(out), "--run-id", str(RUN_ID)),
-        ],
-    )
-    assert result.exit_code == 0, result.output
+    run_conclude(tmp_path, plan, store, out)
     cmp = json.loads((out / "comparison" / "comparison.json").read_text())
     assert cmp["settings"]["min_effect"] == 0.07
     assert cmp["settings_source"] == str(config)
@@ -238,14 +231,7 @@ def test_the_plan_carries_the_base_branchs_config_to_conclude(
     plan.write_text(json.dumps(decided))
     monkeypatch.chdir(pr_checkout)
     out = tmp_path / "concluded-again"
-    result = runner.invoke(
-        app,
-        [
-            *("conclude", "--plan", str(plan), "--shards-dir", str(tmp_path / "shards")),
-            *("--shards", "2", "--store", store, "--out", str(out), "--run-id", str(RUN_ID)),
-        ],
-    )
-    assert result.exit_code == 0, result.output
+    run_conclude(tmp_path, plan, store, out)
     cmp = json.loads((out / "comparison" / "comparison.json").read_text())
     assert cmp["settings"]["min_effect"] == Settings().min_effect
     assert cmp["settings_source"] is None

@@ -6,8 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from collector.engine import CollectConfig, relative_halfwidth, run_collection
 from collector.errors import UserError
 from collector.record import CHECKPOINT, RunRecord, read_record
 from collector.timing import Protocol
+from tests.factories import collect_until
 
 FAST = Protocol(runs=3, samples=3, warmup=1, target_sample_ms=0.5, idle_ratio=0.0)
 
@@ -157,19 +156,15 @@ def test_refuses_to_overwrite_a_record(tmp_path: Path) -> None:
 
 def test_sigterm_leaves_a_partial_record_that_resume_completes(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    cmd = [
-        sys.executable, "-m", "bot", "collect", "--out", str(out), "--smoke",
+    args = [
         "--runs", "40", "--samples", "5", "--target-sample-ms", "2", "--idle-ratio", "0", "--quiet",
         "--target-ci", "0",  # every case takes all 40 runs: the test counts them
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Some case runs checkpointed (the calibration panel's runs come first and do not count).
+    cmd, proc = collect_until(
+        out, args, lambda checkpoint: checkpoint.read_text().count('"kind":"run"') >= 4, 60
+    )
     checkpoint = out / CHECKPOINT
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        # Some case runs checkpointed (the calibration panel's runs come first and do not count).
-        if checkpoint.exists() and checkpoint.read_text().count('"kind":"run"') >= 4:
-            break
-        time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     rec = read_record(out)

@@ -31,7 +31,7 @@ from collector.pool import Task, WorkerPool
 from collector.record import CHECKPOINT, RUN_JSON, CheckpointState, read_record
 from collector.timing import Protocol
 from collector.worker import WorkerSpec
-from tests.factories import gemm_case, simulated_runs, write_record
+from tests.factories import collect_until, gemm_case, simulated_runs, write_record
 
 runner = CliRunner()
 FAST = Protocol(runs=1, samples=2, warmup=0, target_sample_ms=0.3, idle_ratio=0.0)
@@ -156,18 +156,12 @@ def test_a_runner_killed_mid_run_leaves_a_record_that_resume_finishes(tmp_path: 
     The last partial record stays valid, the checkpoint holds every finished run, and
     --resume finishes the plan without measuring a run twice."""
     out = tmp_path / "run"
-    cmd = [
-        sys.executable, "-m", "bot", "collect", "--out", str(out), "--smoke", "--runs", "30",
-        "--samples", "4", "--target-sample-ms", "1", "--idle-ratio", "0", "--quiet",
-        "--target-ci", "0",  # every case takes all 30 runs: the test counts them
+    args = [
+        "--runs", "30", "--samples", "4", "--target-sample-ms", "1", "--idle-ratio", "0",
+        "--quiet", "--target-ci", "0",  # every case takes all 30 runs: the test counts them
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cmd, proc = collect_until(out, args, lambda checkpoint: checkpoint.stat().st_size > 4000)
     checkpoint = out / CHECKPOINT
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if checkpoint.exists() and checkpoint.stat().st_size > 4000:
-            break
-        time.sleep(0.05)
     proc.kill()
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL

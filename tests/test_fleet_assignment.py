@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
-import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +18,7 @@ from collector.engine import CollectConfig, run_collection
 from collector.panel import CPU_PANEL, PANEL_VERSION
 from collector.record import CHECKPOINT, Checkpoint, read_record
 from collector.timing import Protocol
+from tests.factories import collect_until
 
 FAST = Protocol(runs=3, samples=3, warmup=1, target_sample_ms=0.3, idle_ratio=0.0, target_ci=0.0)
 
@@ -89,18 +88,12 @@ def test_every_run_of_a_case_is_on_its_device_across_a_worker_crash(tmp_path: Pa
 
 def test_a_resumed_collection_keeps_each_case_on_its_device(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    cmd = [
-        sys.executable, "-m", "bot", "collect", "--out", str(out), "--smoke", "--workers", "2",
-        "--runs", "30", "--samples", "3", "--target-sample-ms", "1", "--idle-ratio", "0",
-        "--quiet", "--target-ci", "0",
+    args = [
+        "--workers", "2", "--runs", "30", "--samples", "3", "--target-sample-ms", "1",
+        "--idle-ratio", "0", "--quiet", "--target-ci", "0",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cmd, proc = collect_until(out, args, lambda checkpoint: checkpoint.stat().st_size > 20000)
     checkpoint = out / CHECKPOINT
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if checkpoint.exists() and checkpoint.stat().st_size > 20000:
-            break
-        time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     before = _runs_by_device(checkpoint)

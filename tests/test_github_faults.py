@@ -81,15 +81,7 @@ def test_the_token_never_appears_in_output_or_retry_logs(
 ) -> None:
     comment = rendered(tmp_path, rng)
     gh.fault(Fault("GET", r"/pulls/2$", status=502, body={"message": "Bad"}, times=2))
-    gh.fault(
-        Fault(
-            "POST",
-            r"/issues/2/comments$",
-            status=403,
-            body={"message": "You have exceeded a secondary rate limit."},
-            headers={"Retry-After": "1"},
-        )
-    )
+    gh.fault(Fault.secondary_rate_limit("POST", r"/issues/2/comments$"))
     result = _publish_process(comment)
     assert result.returncode == 0, result.stderr
     assert "GitHub API:" in result.stderr  # the retries were logged...

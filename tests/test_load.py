@@ -125,16 +125,7 @@ def test_fifty_prs_labelled_at_once_get_one_comment_each(
     # Faults spread over the storm: bad gateways and a secondary rate limit.
     gh.fault(Fault("GET", r"/pulls/1\d\d$", status=502, body={"message": "Bad"}, times=5))
     gh.fault(Fault("POST", r"/issues/1\d\d/comments$", status=502, body={"message": "x"}, times=3))
-    gh.fault(
-        Fault(
-            "POST",
-            r"/statuses/",
-            status=403,
-            body={"message": "You have exceeded a secondary rate limit."},
-            headers={"Retry-After": "1"},
-            times=2,
-        )
-    )
+    gh.fault(Fault.secondary_rate_limit("POST", r"/statuses/", times=2))
     # The two runs of a racing PR both list its comments before either posts: a true race.
     for i in RACING:
         gh.hold("GET", rf"/issues/{_number(i)}/comments$", parties=2, timeout=80)

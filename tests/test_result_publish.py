@@ -270,6 +270,19 @@ def test_bundle_make_refuses_what_the_publisher_would(tmp_path: Path, gh: GitHub
     assert result.exit_code == 2 and "is not a 40-digit commit SHA" in result.output
 
 
+def run_conclude(tmp_path: Path, plan: Path, store: str, out: Path) -> Any:
+    """`collectbot conclude` of the two shards under tmp_path/shards; it must succeed."""
+    result = runner.invoke(
+        app,
+        [
+            *("conclude", "--plan", str(plan), "--shards-dir", str(tmp_path / "shards")),
+            *("--shards", "2", "--store", store, "--out", str(out), "--run-id", str(RUN_ID)),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return result
+
+
 def _shard(tmp: Path, rng: np.random.Generator, index: int, n: int = 2) -> Path:
     mine = [c for c in CASES if shard_of(c.key, n) == index]
     return write_record(
@@ -294,14 +307,7 @@ def test_conclude_merges_compares_with_the_store_and_bundles(
     for i in (1, 2):
         _shard(tmp_path, rng, i)
     out = tmp_path / "concluded"
-    result = runner.invoke(
-        app,
-        [
-            *("conclude", "--plan", str(plan), "--shards-dir", str(tmp_path / "shards")),
-            *("--shards", "2", "--store", store, "--out", str(out), "--run-id", str(RUN_ID)),
-        ],
-    )
-    assert result.exit_code == 0, result.output
+    result = run_conclude(tmp_path, plan, store, out)
     assert "merged 2 of 2 shards" in result.output
     assert load_result(out / "result").kind == "comparison"
     assert (out / "report.html").is_file() and (out / "comment.md").is_file()

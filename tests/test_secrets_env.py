@@ -135,22 +135,14 @@ def test_a_campaign_round_receives_no_secret(
 ) -> None:
     """A campaign runs each ref's own collector (a pull request's code) in a subprocess."""
     from bot.campaign.git import worktree
-    from bot.campaign.runner import Campaign, CampaignConfig, Side
+    from bot.campaign.runner import Campaign, Side
+    from tests.factories import small_campaign
 
     dump = tmp_path / "round-env"
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\ncat /proc/$$/environ > {dump}\nexec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
-    cfg = CampaignConfig(
-        repo=repo,
-        base_ref="HEAD~1",
-        head_ref="HEAD",
-        out=tmp_path / "ab",
-        runs=2,
-        collect_args=["--case-set", "smoke", "--samples", "2", "--warmup", "0"],
-        selection_args=["--limit", "1"],
-        python=str(wrapper),
-    )
+    cfg = small_campaign(repo, tmp_path / "ab", python=str(wrapper))
     campaign = Campaign(cfg)
     with worktree(campaign.repo, campaign.shas["head"], tmp_path / "tree") as tree:
         side = Side("head", "HEAD", campaign.shas["head"], tree)

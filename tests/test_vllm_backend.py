@@ -35,6 +35,7 @@ from collector.versions import (
     expected_version,
     require_pin,
 )
+from tests.factories import unavailable_run
 
 ROOT = Path(__file__).resolve().parent.parent
 VLLM_PRESENT = importlib.util.find_spec("vllm") is not None
@@ -202,14 +203,8 @@ def _collect(
 @pytest.mark.skipif(VLLM_PRESENT, reason="vLLM is importable here; this checks its absence")
 def test_cli_not_installed_is_recorded_and_fails(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = _collect(tmp_path, out, None)
-    assert proc.returncode == 2, proc.stderr
-    error_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert len(error_lines) == 1 and "vLLM not installed" in error_lines[0]
-    assert "Traceback" not in proc.stderr
-    failures = json.loads((out / "failures.json").read_text())
+    failures = unavailable_run(_collect(tmp_path, out, None), out, "vLLM not installed")
     assert len(failures) == 5
-    assert {f["classification"] for f in failures} == {BACKEND_UNAVAILABLE}
     assert {f["exception_type"] for f in failures} == {"BackendUnavailable"}
     meta = json.loads((out / "run.json").read_text())
     assert meta["status"] == "failed" and meta["counts"]["ok"] == 0

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from bot.commands.github_options import RunAttempt, RunId
 from bot.commands.result import env_int
 from bot.errors import one_line_errors
 
@@ -40,12 +41,8 @@ def conclude(
         Path | None,
         typer.Option(help="A paired campaign directory (collectbot campaign --out) instead."),
     ] = None,
-    run_id: Annotated[
-        int | None, typer.Option(help="The workflow run id (default $GITHUB_RUN_ID).")
-    ] = None,
-    run_attempt: Annotated[
-        int | None, typer.Option(help="The run attempt (default $GITHUB_RUN_ATTEMPT).")
-    ] = None,
+    run_id: RunId = None,
+    run_attempt: RunAttempt = None,
     artifacts_url: Annotated[
         str | None, typer.Option(help="Link to the run's artifacts, for the comment.")
     ] = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -145,81 +146,62 @@ def _stage(
         typer.echo(result.id if trusted else result.ref)
 
 
-@image_app.command("ensure")
-@one_line_errors
-def ensure(
-    manifest: ManifestOpt = None,
-    framework: FrameworkOpt = "vllm",
-    repository: RepositoryOpt = None,
-    base_image: BaseOpt = None,
-    wheels: WheelsOpt = None,
-    push: PushOpt = False,
-    build_network: NetworkOpt = None,
-    log: LogOpt = None,
-    out: OutOpt = None,
-    verify: VerifyOpt = True,
-    quiet: QuietOpt = False,
-    trust: TrustOpt = "untrusted",
-    collector_dir: CollectorDirOpt = None,
-) -> None:
-    """Reuse the image for the current inputs, or pull or build it; then verify it.
+def _stage_command(force_build: bool, doc: str) -> Callable[..., None]:
+    """`image ensure` and `image build`: one signature, the stage told whether to force."""
+
+    def command(
+        manifest: ManifestOpt = None,
+        framework: FrameworkOpt = "vllm",
+        repository: RepositoryOpt = None,
+        base_image: BaseOpt = None,
+        wheels: WheelsOpt = None,
+        push: PushOpt = False,
+        build_network: NetworkOpt = None,
+        log: LogOpt = None,
+        out: OutOpt = None,
+        verify: VerifyOpt = True,
+        quiet: QuietOpt = False,
+        trust: TrustOpt = "untrusted",
+        collector_dir: CollectorDirOpt = None,
+    ) -> None:
+        _stage(
+            force_build=force_build,
+            manifest=manifest,
+            framework=framework,
+            repository=repository,
+            base_image=base_image,
+            wheels=wheels,
+            push=push,
+            build_network=build_network,
+            log=log,
+            out=out,
+            verify=verify,
+            quiet=quiet,
+            trust=trust,
+            collector_dir=collector_dir,
+        )
+
+    command.__doc__ = doc
+    return one_line_errors(command)
+
+
+ensure = image_app.command("ensure")(
+    _stage_command(
+        False,
+        """Reuse the image for the current inputs, or pull or build it; then verify it.
 
     The tag is <repository>:<version>-<content hash>; an unchanged input is never rebuilt.
     Prints the image reference on stdout (with --trust trusted: the id of the image this job
     built itself, without reusing any image or layer another job could have made).
-    """
-    _stage(
-        force_build=False,
-        manifest=manifest,
-        framework=framework,
-        repository=repository,
-        base_image=base_image,
-        wheels=wheels,
-        push=push,
-        build_network=build_network,
-        log=log,
-        out=out,
-        verify=verify,
-        quiet=quiet,
-        trust=trust,
-        collector_dir=collector_dir,
+    """,
     )
-
-
-@image_app.command("build")
-@one_line_errors
-def build(
-    manifest: ManifestOpt = None,
-    framework: FrameworkOpt = "vllm",
-    repository: RepositoryOpt = None,
-    base_image: BaseOpt = None,
-    wheels: WheelsOpt = None,
-    push: PushOpt = False,
-    build_network: NetworkOpt = None,
-    log: LogOpt = None,
-    out: OutOpt = None,
-    verify: VerifyOpt = True,
-    quiet: QuietOpt = False,
-    trust: TrustOpt = "untrusted",
-    collector_dir: CollectorDirOpt = None,
-) -> None:
-    """Build the image even if its tag exists (unchanged layers still come from the cache)."""
-    _stage(
-        force_build=True,
-        manifest=manifest,
-        framework=framework,
-        repository=repository,
-        base_image=base_image,
-        wheels=wheels,
-        push=push,
-        build_network=build_network,
-        log=log,
-        out=out,
-        verify=verify,
-        quiet=quiet,
-        trust=trust,
-        collector_dir=collector_dir,
+)
+build = image_app.command("build")(
+    _stage_command(
+        True,
+        "Build the image even if its tag exists (unchanged layers still come from the cache).",
     )
+)
 
 
 @image_app.command("verify")

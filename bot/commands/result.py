@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from bot.commands.github_options import RunAttempt, RunId
 from bot.errors import one_line_errors
 from collector.errors import UserError
 
@@ -44,12 +45,8 @@ def make(
     log: Annotated[
         Path | None, typer.Option(help="A log whose last lines go into the bundle.")
     ] = None,
-    run_id: Annotated[
-        int | None, typer.Option(help="The workflow run id (default $GITHUB_RUN_ID).")
-    ] = None,
-    run_attempt: Annotated[
-        int | None, typer.Option(help="The run attempt (default $GITHUB_RUN_ATTEMPT).")
-    ] = None,
+    run_id: RunId = None,
+    run_attempt: RunAttempt = None,
     repo: Annotated[str | None, typer.Option(help="owner/name (default: the plan's).")] = None,
     head_sha: Annotated[
         str | None, typer.Option(help="The commit the run measured (default: the plan's).")

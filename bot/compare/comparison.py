@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +18,12 @@ import pyarrow.parquet as pq
 
 from bot import __version__
 from bot.compare import stats
+from bot.compare.contract import (
+    CASE_TABLE_SCHEMA,
+    LATER_CASE_COLUMNS,
+    PARAM_PREFIX,
+    ComparisonDoc,
+)
 from bot.compare.coverage import compare_coverage
 from bot.compare.failure_groups import compare_groups
 from bot.compare.latency import CONFIRM_VERDICTS, SAMPLES, CaseTable, compare_latency
@@ -186,7 +192,7 @@ def compare_runs(
     coverage = compare_coverage(base, cand)
     latency, table = compare_latency(base, cand, settings, confirm)
     latency["cases_file"] = CASES_PARQUET
-    result: dict[str, Any] = {
+    doc: ComparisonDoc = {
         "schema_version": SCHEMA_VERSION,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "tool": {"name": "collectbot", "version": __version__},
@@ -207,7 +213,9 @@ def compare_runs(
             "cand": [a.to_json() for a in cand.anomalies],
         },
         "warnings": _warnings(base, cand, latency, settings),
+        "verdict": {},  # from the sections above, just below
     }
+    result = cast(dict[str, Any], doc)
     result["verdict"] = overall_verdict(result)
     return Comparison(result, table)
 
@@ -401,21 +409,7 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
         level = RED
     elif reasons:
         level = YELLOW
-    parts = []
-    if same_kernel:
-        parts.append(f"{same_kernel} regressed")
-    if across[stats.REGRESSED]:
-        parts.append(f"{across[stats.REGRESSED]} slower after a dispatch change")
-    if groups["new"]:
-        parts.append(_n(len(groups["new"]), "new failure group"))
-    if summary[stats.IMPROVED]:
-        parts.append(f"{summary[stats.IMPROVED]} improved")
-    if groups["resolved"]:
-        parts.append(f"{_n(len(groups['resolved']), 'failure group')} resolved")
-    if summary[stats.INCONCLUSIVE]:
-        parts.append(f"{summary[stats.INCONCLUSIVE]} inconclusive")
-    if any(f["level"] == RED for f in result["coverage"]["findings"]):
-        parts.insert(0, "coverage lost")
+    parts = _headline_parts(result, same_kernel, across[stats.REGRESSED])
     special, notes = _unusual(result)
     for text in notes:
         reasons.append((YELLOW, text))
@@ -430,6 +424,29 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
     if suffixes:
         headline += f" ({'; '.join(suffixes)})"
     return {"level": level, "headline": headline, "reasons": [r for _, r in reasons]}
+
+
+def _headline_parts(result: dict[str, Any], same_kernel: int, across: int) -> list[str]:
+    """The headline's counts, most serious first (`across`: regressed after a dispatch
+    change)."""
+    groups = result["failure_groups"]
+    summary = result["latency"]["summary"]["verdicts"]
+    parts = []
+    if same_kernel:
+        parts.append(f"{same_kernel} regressed")
+    if across:
+        parts.append(f"{across} slower after a dispatch change")
+    if groups["new"]:
+        parts.append(_n(len(groups["new"]), "new failure group"))
+    if summary[stats.IMPROVED]:
+        parts.append(f"{summary[stats.IMPROVED]} improved")
+    if groups["resolved"]:
+        parts.append(f"{_n(len(groups['resolved']), 'failure group')} resolved")
+    if summary[stats.INCONCLUSIVE]:
+        parts.append(f"{summary[stats.INCONCLUSIVE]} inconclusive")
+    if any(f["level"] == RED for f in result["coverage"]["findings"]):
+        parts.insert(0, "coverage lost")
+    return parts
 
 
 def _unusual(result: dict[str, Any]) -> tuple[str | None, list[str]]:
@@ -528,11 +545,21 @@ def load_cases(path: Path, comparison: dict[str, Any]) -> list[dict[str, Any]]:
         table = pq.read_table(directory / name)
     except (OSError, ValueError) as exc:
         raise UserError(f"{directory / name}: not a readable parquet file ({exc})") from None
+    missing = [
+        n
+        for n in CASE_TABLE_SCHEMA.names
+        if n not in table.column_names and n not in LATER_CASE_COLUMNS
+    ]
+    if missing:
+        raise UserError(f"{directory / name}: column {missing[0]!r} missing (not a case table)")
     rows = []
     for row in table.to_pylist():
-        params = {k[6:]: v for k, v in row.items() if k.startswith("param_") and v is not None}
-        case = {k: v for k, v in row.items() if not k.startswith("param_")}
-        case["params"] = params
+        case = {k: v for k, v in row.items() if not k.startswith(PARAM_PREFIX)}
+        case["params"] = {
+            k.removeprefix(PARAM_PREFIX): v
+            for k, v in row.items()
+            if k.startswith(PARAM_PREFIX) and v is not None
+        }
         rows.append(case)
     return rows
 

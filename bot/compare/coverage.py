@@ -63,87 +63,58 @@ def _shard(record: RunRecord) -> tuple[int, int] | None:
     return None
 
 
+def _finding(level: str, op: str, text: str) -> dict[str, str]:
+    return {"level": level, "op": op, "text": text}
+
+
+def _op_findings(c: dict[str, Any] | None, op: str) -> list[dict[str, str]]:
+    """What is wrong with the candidate's counts of one op (None: the op was not collected)."""
+    if c is None:
+        return [_finding("red", op, "op not collected by the candidate")]
+    out = []
+    if c["planned"] > 0 and c["rows"] == 0:
+        out.append(_finding("red", op, "zero rows"))
+    elif c["planned"] > 0 and c["rows"] < MIN_ROW_SHARE * c["planned"]:
+        out.append(_finding("red", op, f"only {c['rows']} rows of {c['planned']} planned"))
+    if c["not_attempted"]:
+        out.append(_finding("red", op, f"{c['not_attempted']} planned cases never attempted"))
+    if c["duplicates"] or c["invalid"]:
+        text = f"{c['duplicates']} duplicate and {c['invalid']} invalid rows dropped"
+        out.append(_finding("yellow", op, text))
+    return out
+
+
 def compare_coverage(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
     """Per op: counts on both sides, cases lost since the baseline, and red findings."""
     ops = sorted(set(base.ops) | set(cand.ops))
     per_op: dict[str, Any] = {}
     findings: list[dict[str, str]] = []
     if cand.status != "complete":
-        findings.append(
-            {
-                "level": "red",
-                "op": "*",
-                "text": f"candidate run is {cand.status}: it stopped before measuring its plan",
-            }
-        )
+        text = f"candidate run is {cand.status}: it stopped before measuring its plan"
+        findings.append(_finding("red", "*", text))
     shard = _shard(cand)
     if shard is not None:
-        findings.append(
-            {
-                "level": "red",
-                "op": "*",
-                "text": (
-                    f"candidate is shard {shard[0]}/{shard[1]} of its plan: the other "
-                    f"{shard[1] - 1} shards' cases are not in it (merge the shards first)"
-                ),
-            }
+        text = (
+            f"candidate is shard {shard[0]}/{shard[1]} of its plan: the other "
+            f"{shard[1] - 1} shards' cases are not in it (merge the shards first)"
         )
+        findings.append(_finding("red", "*", text))
     for op in ops:
         b = side_counts(base, op) if op in base.ops else None
         c = side_counts(cand, op) if op in cand.ops else None
         lost = lost_cases(base, cand, op)
-        status = "ok"
-        if c is None:
-            status = "red"
-            findings.append({"level": "red", "op": op, "text": "op not collected by the candidate"})
-        else:
-            if c["planned"] > 0 and c["rows"] == 0:
-                status = "red"
-                findings.append({"level": "red", "op": op, "text": "zero rows"})
-            elif c["planned"] > 0 and c["rows"] < MIN_ROW_SHARE * c["planned"]:
-                status = "red"
-                findings.append(
-                    {
-                        "level": "red",
-                        "op": op,
-                        "text": f"only {c['rows']} rows of {c['planned']} planned",
-                    }
-                )
-            if c["not_attempted"]:
-                status = "red"
-                findings.append(
-                    {
-                        "level": "red",
-                        "op": op,
-                        "text": f"{c['not_attempted']} planned cases never attempted",
-                    }
-                )
-            if c["duplicates"] or c["invalid"]:
-                status = "red" if status == "red" else "yellow"
-                findings.append(
-                    {
-                        "level": "yellow",
-                        "op": op,
-                        "text": (
-                            f"{c['duplicates']} duplicate and {c['invalid']} invalid rows dropped"
-                        ),
-                    }
-                )
-        if shard is not None:
-            status = "red"
+        found = _op_findings(c, op)
         if lost:
-            status = "red" if status == "red" else "yellow"
-            findings.append(
-                {
-                    "level": "yellow",
-                    "op": op,
-                    "text": (
-                        "1 case measured by the baseline is missing"
-                        if len(lost) == 1
-                        else f"{len(lost)} cases measured by the baseline are missing"
-                    ),
-                }
+            text = (
+                "1 case measured by the baseline is missing"
+                if len(lost) == 1
+                else f"{len(lost)} cases measured by the baseline are missing"
             )
+            found.append(_finding("yellow", op, text))
+        # The op's status: its worst finding; any op of a lone shard is red.
+        levels = {f["level"] for f in found}
+        status = "red" if "red" in levels or shard is not None else levels.pop() if levels else "ok"
+        findings += found
         per_op[op] = {
             "base": b,
             "cand": c,

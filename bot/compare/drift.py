@@ -3,8 +3,9 @@
 A case whose level moves while it is measured (on the H200, 5-7 GB bf16 weights ran 7-11%
 faster in later runs) has no single level: its estimate depends on when the collection
 stopped, so averaging its runs hides the problem. Each side's trend is tested (Mann-Kendall
-on the run medians in run order) and sized (Theil-Sen slope across the runs, relative); a
-side that trends significantly by at least `drift_min` marks its case as drifting. A
+on the run medians in run order, Benjamini-Hochberg across all sides tested) and sized
+(Theil-Sen slope across the runs, relative); a side whose adjusted p is below `drift_alpha`
+and whose drift is at least `drift_min` marks its case as drifting. A
 drifting case keeps a regressed or improved verdict only when its interval clears the
 threshold plus the drift; otherwise it is inconclusive, which sends it to the confirmation
 pass when there is one (docs/statistics.md, "Drift within a collection").
@@ -77,20 +78,27 @@ def mark(
     """Add each side's drift and p-value and the `drifting` flag for the sampled cases `idx`
     (aligned with the medians), then apply the verdict rule (`demote`)."""
     n = len(cols["key"])
-    for side, medians in (("base", base_medians), ("cand", cand_medians)):
-        found = trends(medians)
+    found = {side: trends(m) for side, m in (("base", base_medians), ("cand", cand_medians))}
+    # Benjamini-Hochberg over every side tested: many steady cases, few chance trends.
+    q = stats.bh_qvalues(np.concatenate([found["base"].p, found["cand"].p]))
+    for k, side in enumerate(("base", "cand")):
         cols[f"{side}_drift"] = np.full(n, np.nan)
-        cols[f"{side}_drift_p"] = np.full(n, np.nan)
-        cols[f"{side}_drift"][idx] = found.drift
-        cols[f"{side}_drift_p"][idx] = found.p
-    with np.errstate(invalid="ignore"):
-        sides = [
-            (cols[f"{s}_drift_p"] < settings.drift_alpha)
-            & (np.abs(np.log1p(cols[f"{s}_drift"])) >= np.log1p(settings.drift_min))
-            for s in ("base", "cand")
-        ]
+        cols[f"{side}_drift_q"] = np.full(n, np.nan)
+        cols[f"{side}_drift"][idx] = found[side].drift
+        cols[f"{side}_drift_q"][idx] = q[k * idx.size : (k + 1) * idx.size]
+    sides = [
+        _trending(cols[f"{s}_drift"], cols[f"{s}_drift_q"], settings) for s in ("base", "cand")
+    ]
     cols["drifting"] = sides[0] | sides[1]
     demote(cols)
+
+
+def _trending(drift: np.ndarray, q: np.ndarray, settings: stats.Settings) -> np.ndarray:
+    """Sides whose trend is significant (BH-adjusted) and at least `drift_min` in size."""
+    with np.errstate(invalid="ignore"):
+        big = np.abs(np.log1p(drift)) >= np.log1p(settings.drift_min)
+        significant: np.ndarray = (q < settings.drift_alpha) & big
+    return significant
 
 
 def demote(cols: dict[str, np.ndarray]) -> None:
@@ -122,8 +130,8 @@ def case_drift(cols: dict[str, np.ndarray], i: int) -> dict[str, Any] | None:
     return {
         "base": num(base),
         "cand": num(cand),
-        "base_p": num(cols["base_drift_p"][i]),
-        "cand_p": num(cols["cand_drift_p"][i]),
+        "base_q": num(cols["base_drift_q"][i]),
+        "cand_q": num(cols["cand_drift_q"][i]),
         "drifting": bool(cols["drifting"][i]),
     }
 
@@ -135,10 +143,8 @@ def summary(
     rows: list[dict[str, Any]] = []
     for i in np.flatnonzero(cols["drifting"]):
         for side in ("base", "cand"):
-            value, p = cols[f"{side}_drift"][i], cols[f"{side}_drift_p"][i]
-            if not np.isfinite(value):
-                continue
-            if p < settings.drift_alpha and abs(np.log1p(value)) >= np.log1p(settings.drift_min):
+            value, q = cols[f"{side}_drift"][i], cols[f"{side}_drift_q"][i]
+            if _trending(np.array([value]), np.array([q]), settings)[0]:
                 rows.append(
                     {
                         "key": str(cols["key"][i]),
@@ -146,7 +152,7 @@ def summary(
                         "dtype": str(cols["dtype"][i]),
                         "side": side,
                         "drift": float(value),
-                        "p": float(p),
+                        "q": float(q),
                         "runs": int(cols[f"{side}_runs"][i]),
                         "verdict": str(cols["verdict"][i]),
                     }

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bot.compare import cross_gpu, drift, stats
+from bot.compare.contract import CASE_TABLE_SCHEMA, PARAM_PREFIX, CaseRow
 from collector.ops import get_op
 from collector.record import RunRecord
 from collector.sample_checks import (
@@ -84,20 +85,23 @@ class CaseTable:
         return self.cols[name]
 
     def to_arrow(self) -> pa.Table:
-        arrays: dict[str, pa.Array] = {}
-        for name, values in self.cols.items():
-            arrays[name] = _arrow(values)
+        """cases.parquet: the declared columns (CASE_TABLE_SCHEMA), then the case fields."""
+        extra = set(self.cols) ^ set(CASE_TABLE_SCHEMA.names)
+        assert not extra, f"case table columns not in CASE_TABLE_SCHEMA: {sorted(extra)}"
+        arrays = [_arrow(self.cols[f.name], f.type) for f in CASE_TABLE_SCHEMA]
+        fields = list(CASE_TABLE_SCHEMA)
         for name, values in self.fields:
-            arrays[f"param_{name}"] = _arrow(values)
-        return pa.table(arrays)
+            arrays.append(_arrow(values))
+            fields.append(pa.field(f"{PARAM_PREFIX}{name}", arrays[-1].type))
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _arrow(values: np.ndarray) -> pa.Array:
+def _arrow(values: np.ndarray, typ: pa.DataType | None = None) -> pa.Array:
     if values.dtype == object:
-        return pa.array(values.tolist())
+        return pa.array(values.tolist(), type=typ)
     if values.dtype.kind == "f":
-        return pa.array(values, mask=~np.isfinite(values))
-    return pa.array(values)
+        return pa.array(values, mask=~np.isfinite(values), type=typ)
+    return pa.array(values, type=typ)
 
 
 @dataclass
@@ -183,15 +187,11 @@ def _run_stats(
     return out
 
 
-def build_case_table(
-    base: RunRecord,
-    cand: RunRecord,
-    settings: stats.Settings,
-    confirm: tuple[RunRecord, RunRecord] | None = None,
-) -> tuple[CaseTable, dict[str, int], dict[str, int]]:
-    """All matched cases with their statistics and verdicts; added and removed per op."""
-    rng = np.random.default_rng(settings.seed)
-    matches = [_match(base, cand, op) for op in sorted(set(base.ops) & set(cand.ops))]
+def _matched_columns(
+    base: RunRecord, cand: RunRecord, matches: list[_OpMatch]
+) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]], _Sampled]:
+    """The matched cases' identity, kernels and latencies, their case fields, and the runs
+    of the cases sampled on both sides."""
     n = sum(len(m.keys) for m in matches)
     cols: dict[str, np.ndarray] = {
         "key": np.empty(n, dtype=object),
@@ -236,6 +236,20 @@ def build_case_table(
                 sampled.base.append(br)
                 sampled.cand.append(cr)
         offset += size
+    return cols, [(name, field_values[name]) for name in field_names], sampled
+
+
+def build_case_table(
+    base: RunRecord,
+    cand: RunRecord,
+    settings: stats.Settings,
+    confirm: tuple[RunRecord, RunRecord] | None = None,
+) -> tuple[CaseTable, dict[str, int], dict[str, int]]:
+    """All matched cases with their statistics and verdicts; added and removed per op."""
+    rng = np.random.default_rng(settings.seed)
+    matches = [_match(base, cand, op) for op in sorted(set(base.ops) & set(cand.ops))]
+    cols, fields, sampled = _matched_columns(base, cand, matches)
+    n = len(cols["key"])
     # Rows without samples on a side: the size-only rule.
     ratio = cols["cand_ms"] / cols["base_ms"]
     is_sampled = np.zeros(n, dtype=bool)
@@ -273,24 +287,31 @@ def build_case_table(
         [stats.run_medians(c) for c in sampled.cand],
         settings,
     )
-    cols["first_verdict"] = np.full(n, None, dtype=object)
-    cols["remeasured"] = np.zeros(n, dtype=bool)
-    cols["confirmed"] = np.zeros(n, dtype=bool)
-    for name in ("confirm_ratio", "confirm_lo", "confirm_hi", "confirm_q"):
-        cols[name] = np.full(n, np.nan)
-    cols["confirm_verdict"] = np.full(n, None, dtype=object)
-    cols["confirm_base_runs"] = np.zeros(n, dtype=np.int64)
-    cols["confirm_cand_runs"] = np.zeros(n, dtype=np.int64)
+    cols.update(_unconfirmed(n))
     if confirm is not None:
         _apply_confirmation(cols, sampled, confirm, settings, rng)
         drift.demote(cols)  # the re-judged verdicts answer to the first pass's drift too
     # Never regressed, improved or same across GPUs without a measured offset.
     cols["verdict"][cols["gpu_match"] == cross_gpu.UNCALIBRATED] = stats.INCONCLUSIVE
-    table = CaseTable(cols, [(name, field_values[name]) for name in field_names])
+    table = CaseTable(cols, fields)
     table.gpu = cross_gpu.gpu_section(cols, fits, base, cand)
     added = {m.op: m.added for m in matches}
     removed = {m.op: m.removed for m in matches}
     return table, added, removed
+
+
+def _unconfirmed(n: int) -> dict[str, np.ndarray]:
+    """The confirmation columns before any confirmation pass."""
+    figures = ("confirm_ratio", "confirm_lo", "confirm_hi", "confirm_q")
+    return {
+        "first_verdict": np.full(n, None, dtype=object),
+        "remeasured": np.zeros(n, dtype=bool),
+        "confirmed": np.zeros(n, dtype=bool),
+        **{name: np.full(n, np.nan) for name in figures},
+        "confirm_verdict": np.full(n, None, dtype=object),
+        "confirm_base_runs": np.zeros(n, dtype=np.int64),
+        "confirm_cand_runs": np.zeros(n, dtype=np.int64),
+    }
 
 
 def _count_outliers(cols: dict[str, np.ndarray], sampled: _Sampled) -> None:
@@ -444,13 +465,9 @@ def _apply_confirmation(
     # Every regressed/improved verdict of a re-measured case held on all its runs and was
     # replicated by the re-measurement alone: that is what "confirmed" means.
     cols["confirmed"][ids] = np.isin(final[ids], [stats.REGRESSED, stats.IMPROVED])
-    cols["confirm_ratio"][ids] = replication["ratio"]
-    cols["confirm_lo"][ids] = replication["lo"]
-    cols["confirm_hi"][ids] = replication["hi"]
-    cols["confirm_q"][ids] = rep_q
-    cols["confirm_verdict"][ids] = rep_verdict
-    cols["confirm_base_runs"][ids] = replication["base_runs"].astype(np.int64)
-    cols["confirm_cand_runs"][ids] = replication["cand_runs"].astype(np.int64)
+    replication.update(q=rep_q, verdict=rep_verdict)
+    for name in ("ratio", "lo", "hi", "q", "verdict", "base_runs", "cand_runs"):
+        cols[f"confirm_{name}"][ids] = replication[name]
 
 
 def _counts(verdicts: np.ndarray) -> dict[str, int]:
@@ -558,46 +575,56 @@ def _histogram(ratios: np.ndarray) -> dict[str, Any]:
     return {"edges": list(HISTOGRAM_EDGES), "counts": [int(c) for c in counts]}
 
 
-def _case_dict(table: CaseTable, i: int) -> dict[str, Any]:
-    row: dict[str, Any] = {
+def _case_dict(table: CaseTable, i: int) -> CaseRow:
+    def num(name: str) -> Any:
+        return _py(table[name][i])
+
+    row: CaseRow = {
         "key": str(table["key"][i]),
         "op": str(table["op"][i]),
         "dtype": str(table["dtype"][i]),
         "params": {name: _py(values[i]) for name, values in table.fields if values[i] is not None},
         "kernel_base": str(table["kernel_base"][i]),
         "kernel_cand": str(table["kernel_cand"][i]),
-    }
-    for name in ("base_ms", "cand_ms", "ratio", "lo", "hi", "p", "q", "noise", "threshold"):
-        row[name] = _py(table[name][i])
-    row["method"] = str(table["method"][i])
-    row["base_runs"] = int(table["base_runs"][i])
-    row["cand_runs"] = int(table["cand_runs"][i])
-    row["verdict"] = str(table["verdict"][i])
-    row["dispatch_change"] = row["kernel_base"] != row["kernel_cand"]
-    row["outliers"] = {
-        name: int(table[f"{side}_{what}"][i])
-        for side in ("base", "cand")
-        for what, name in (("outliers", side), ("samples", f"{side}_samples"))
+        "base_ms": num("base_ms"),
+        "cand_ms": num("cand_ms"),
+        "ratio": num("ratio"),
+        "lo": num("lo"),
+        "hi": num("hi"),
+        "p": num("p"),
+        "q": num("q"),
+        "noise": num("noise"),
+        "threshold": num("threshold"),
+        "method": str(table["method"][i]),
+        "base_runs": int(table["base_runs"][i]),
+        "cand_runs": int(table["cand_runs"][i]),
+        "verdict": str(table["verdict"][i]),
+        "dispatch_change": str(table["kernel_base"][i]) != str(table["kernel_cand"][i]),
+        "outliers": {
+            name: int(table[f"{side}_{what}"][i])
+            for side in ("base", "cand")
+            for what, name in (("outliers", side), ("samples", f"{side}_samples"))
+        },
+        "gpu": {
+            "base": num("base_gpu"),
+            "cand": num("cand_gpu"),
+            "match": str(table["gpu_match"][i]),
+            "offset": num("offset"),
+            "offset_sd": num("offset_sd"),
+            "raw_ratio": num("raw_ratio"),
+        },
+        "remeasured": bool(table["remeasured"][i]),
+        "confirmed": bool(table["confirmed"][i]),
     }
     if (trend := drift.case_drift(table.cols, i)) is not None:
         row["drift"] = trend
-    row["gpu"] = {
-        "base": _py(table["base_gpu"][i]),
-        "cand": _py(table["cand_gpu"][i]),
-        "match": str(table["gpu_match"][i]),
-        "offset": _py(table["offset"][i]),
-        "offset_sd": _py(table["offset_sd"][i]),
-        "raw_ratio": _py(table["raw_ratio"][i]),
-    }
-    row["remeasured"] = bool(table["remeasured"][i])
-    row["confirmed"] = bool(table["confirmed"][i])
     if row["remeasured"]:
         row["first_verdict"] = str(table["first_verdict"][i])
         row["confirmation"] = {
-            "ratio": _py(table["confirm_ratio"][i]),
-            "lo": _py(table["confirm_lo"][i]),
-            "hi": _py(table["confirm_hi"][i]),
-            "q": _py(table["confirm_q"][i]),
+            "ratio": num("confirm_ratio"),
+            "lo": num("confirm_lo"),
+            "hi": num("confirm_hi"),
+            "q": num("confirm_q"),
             "verdict": str(table["confirm_verdict"][i]),
             "base_runs": int(table["confirm_base_runs"][i]),
             "cand_runs": int(table["confirm_cand_runs"][i]),

@@ -113,7 +113,7 @@ class Settings:
         min=0.0,
         max=0.5,
         unit="p-value",
-        help="A side trends when its runs' Mann-Kendall test is below this.",
+        help="A side trends when its runs' Mann-Kendall p (BH across sides) is below this.",
     )
     drift_min: float = setting(
         0.02,

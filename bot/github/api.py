@@ -174,29 +174,25 @@ class RepoApi:
         )
         return Comment.from_json(data)
 
-    def delete_comment(self, comment_id: int) -> bool:
-        """False when it was already gone (another publisher deleted it)."""
+    def _delete(self, url: str) -> bool:
+        """DELETE `url`; False when it was not there (404)."""
         from github import GithubException
 
         try:
-            self._call("DELETE", f"{self.base}/issues/comments/{comment_id}")
+            self._call("DELETE", url)
         except GithubException as exc:
             if exc.status == 404:
                 return False
             raise
         return True
+
+    def delete_comment(self, comment_id: int) -> bool:
+        """False when it was already gone (another publisher deleted it)."""
+        return self._delete(f"{self.base}/issues/comments/{comment_id}")
 
     def remove_label(self, number: int, name: str) -> bool:
         """False when the label was not on the issue."""
-        from github import GithubException
-
-        try:
-            self._call("DELETE", f"{self.base}/issues/{number}/labels/{_q(name)}")
-        except GithubException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        return self._delete(f"{self.base}/issues/{number}/labels/{_q(name)}")
 
     def create_status(
         self, sha: str, state: str, context: str, description: str, target_url: str | None

@@ -49,7 +49,7 @@ from bot.images.sandbox import (
 from bot.images.trust import Trust, parse_trust, require_content_ref
 from bot.render.sanitize import clean
 from collector.config_io import write_config
-from collector.engine import CollectConfig
+from collector.engine import CollectConfig, signal_handler
 from collector.errors import UserError
 from collector.provenance import git_sha
 from collector.record import CHECKPOINT
@@ -150,12 +150,8 @@ def _forward_stop(stop: threading.Event, do_stop: Any) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with signal_handler(handler):
         yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def collect_in_container(

@@ -78,8 +78,16 @@ def prepare_attention(rt: FlashinferRuntime, op: str, p: dict[str, Any], l2_byte
         "kv_data_type": KV_DTYPES[shape.kv_cache_dtype],
         "o_data_type": act,
     }
-    indptr, indices = layout.indptr.to(dev), layout.indices.to(dev)
-    last = layout.last_page_len.to(dev)
+    # The paged cache as both wrappers' `plan` takes it, in its order.
+    paged = (
+        layout.indptr.to(dev),
+        layout.indices.to(dev),
+        layout.last_page_len.to(dev),
+        shape.num_heads,
+        shape.num_kv_heads,
+        shape.head_dim,
+        layout.page_size,
+    )
     wrapper: Any
     if op == "context_attention":
         name = PREFILL
@@ -89,34 +97,14 @@ def prepare_attention(rt: FlashinferRuntime, op: str, p: dict[str, Any], l2_byte
         qo_indptr = layout.qo_indptr(shape.query_len).to(dev)
 
         def plan() -> None:
-            wrapper.plan(
-                qo_indptr,
-                indptr,
-                indices,
-                last,
-                shape.num_heads,
-                shape.num_kv_heads,
-                shape.head_dim,
-                layout.page_size,
-                causal=True,
-                **common,
-            )
+            wrapper.plan(qo_indptr, *paged, causal=True, **common)
 
     else:
         name = DECODE
         wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(rt.workspace, "NHD")
 
         def plan() -> None:
-            wrapper.plan(
-                indptr,
-                indices,
-                last,
-                shape.num_heads,
-                shape.num_kv_heads,
-                shape.head_dim,
-                layout.page_size,
-                **common,
-            )
+            wrapper.plan(*paged, **common)
 
     rt.first_call(name, plan)  # JIT-compiles the variant on first use
 

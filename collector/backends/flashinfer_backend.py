@@ -23,11 +23,7 @@ spent in `prepare`, never in a timed call.
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Any
-
 from collector.backends import framework_backend
-from collector.backends.base import Prepared
 from collector.backends.flashinfer_support import page_size
 from collector.backends.framework_backend import (
     FRAMEWORK_OPS,
@@ -35,7 +31,6 @@ from collector.backends.framework_backend import (
     FrameworkBackend,
     VersionOf,
 )
-from collector.caseplan import Case
 from collector.errors import UserError
 from collector.versions import check_pin, expected_flashinfer_version, installed_version
 
@@ -81,23 +76,7 @@ class FlashinferBackend(FrameworkBackend):
     label = "FlashInfer"
     distribution = DISTRIBUTION
     install_hint = INSTALL_HINT
-
-    def check_version(self, version_of: VersionOf) -> str | None:
-        return check_installed_version(version_of)
-
-    def import_runtime(self) -> ModuleType:
-        from collector.backends import flashinfer_runtime
-
-        return flashinfer_runtime
-
-    def prepare_with(self, runtime: Any, case: Case, l2_bytes: int) -> Prepared:
-        if case.op == "gemm":
-            from collector.backends.flashinfer_gemm import prepare_gemm
-
-            return prepare_gemm(runtime, case.params, l2_bytes)
-        from collector.backends.flashinfer_attention import prepare_attention
-
-        return prepare_attention(runtime, case.op, case.params, l2_bytes)
+    version_gate = staticmethod(check_installed_version)
 
 
 __all__ = [

@@ -9,6 +9,7 @@ on the first prepared case, when the device is known, and checked against the me
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -91,16 +92,29 @@ class FrameworkBackend:
             ) from exc
         self._runtime: Any = None
 
-    # What each framework defines.
+    # What each framework defines: the version gate (the installed version, or None when not
+    # installed); its modules are found by name (collector/backends/<name>_runtime.py,
+    # <name>_gemm.py, <name>_attention.py).
+    version_gate: ClassVar[Callable[[VersionOf], str | None]]
+
     def check_version(self, version_of: VersionOf) -> str | None:
-        """The version gate; the installed version, or None when not installed."""
-        raise NotImplementedError
+        return type(self).version_gate(version_of)
+
+    def _module_of(self, part: str) -> ModuleType:
+        return importlib.import_module(f"collector.backends.{self.name}_{part}")
 
     def import_runtime(self) -> ModuleType:
-        raise NotImplementedError
+        return self._module_of("runtime")
 
     def prepare_with(self, runtime: Any, case: Case, l2_bytes: int) -> Prepared:
-        raise NotImplementedError
+        if case.op == "gemm":
+            prepared: Prepared = self._module_of("gemm").prepare_gemm(
+                runtime, case.params, l2_bytes
+            )
+        else:
+            attention = self._module_of("attention")
+            prepared = attention.prepare_attention(runtime, case.op, case.params, l2_bytes)
+        return prepared
 
     # The shared part.
     def framework_version(self) -> str:

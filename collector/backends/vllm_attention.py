@@ -78,10 +78,16 @@ def _phase_metadata_name(metadata: Any) -> str | None:
 
 
 def prepare_attention(
-    rt: VllmRuntime, op: str, p: dict[str, Any], *, timed_query_quant: bool = False
+    rt: VllmRuntime,
+    op: str,
+    p: dict[str, Any],
+    l2_bytes: int = 0,
+    *,
+    timed_query_quant: bool = False,
 ) -> Prepared:
-    """A case ready to time. `timed_query_quant` (bench/gpu/decode_gap.py only) puts the
-    FP8-KV query quantisation into the timed call, as a layer's forward runs it each step."""
+    """One vLLM attention case ready to time (`l2_bytes`, of the backends' shared signature,
+    goes unused: one copy, no rotation). `timed_query_quant` (bench/gpu/decode_gap.py only)
+    puts the FP8-KV query quantisation into the timed call, as a layer's forward runs it."""
     shape = attention_shape(op, p)
     key = AttentionKey(
         num_heads=shape.num_heads,

@@ -13,18 +13,13 @@ when the device is known (`vllm_runtime`).
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Any
-
 from collector.backends import framework_backend
-from collector.backends.base import Prepared
 from collector.backends.framework_backend import (
     FRAMEWORK_OPS,
     BackendUnavailable,
     FrameworkBackend,
     VersionOf,
 )
-from collector.caseplan import Case
 from collector.versions import installed_version, require_pin
 
 DISTRIBUTION = "vllm"
@@ -53,23 +48,7 @@ class VllmBackend(FrameworkBackend):
     label = "vLLM"
     distribution = DISTRIBUTION
     install_hint = INSTALL_HINT
-
-    def check_version(self, version_of: VersionOf) -> str | None:
-        return check_installed_version(version_of)
-
-    def import_runtime(self) -> ModuleType:
-        from collector.backends import vllm_runtime
-
-        return vllm_runtime
-
-    def prepare_with(self, runtime: Any, case: Case, l2_bytes: int) -> Prepared:
-        if case.op == "gemm":
-            from collector.backends.vllm_gemm import prepare_gemm
-
-            return prepare_gemm(runtime, case.params, l2_bytes)
-        from collector.backends.vllm_attention import prepare_attention
-
-        return prepare_attention(runtime, case.op, case.params)
+    version_gate = staticmethod(check_installed_version)
 
 
 __all__ = ["OPS", "BackendUnavailable", "VllmBackend", "check_installed_version", "require_cuda"]

@@ -7,6 +7,8 @@ generation); `step` is the number of tokens already in the KV cache of a generat
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collector.attn_backends import ATTN_BACKENDS, AUTO, FIELD
 from collector.ops.base import OpSpec, OptionalField, Params
 
@@ -74,24 +76,21 @@ def _generation_bytes(p: Params) -> float:
     return float(q_and_o + k_and_v)
 
 
-CONTEXT_ATTENTION = OpSpec(
-    name="context_attention",
-    fields=FIELDS,
-    dtype_field="kv_cache_dtype",
-    flops=_context_flops,
-    bytes_moved=_context_bytes,
-    zero_ok=frozenset({"step", "window_size"}),
-    compute_dtype_field="attn_dtype",
-    optional=OPTIONAL,
-)
+def _attention(
+    name: str, flops: Callable[[Params], float], moved: Callable[[Params], float]
+) -> OpSpec:
+    """The two attention ops share their case fields; each has its own cost model."""
+    return OpSpec(
+        name=name,
+        fields=FIELDS,
+        dtype_field="kv_cache_dtype",
+        flops=flops,
+        bytes_moved=moved,
+        zero_ok=frozenset({"step", "window_size"}),
+        compute_dtype_field="attn_dtype",
+        optional=OPTIONAL,
+    )
 
-GENERATION_ATTENTION = OpSpec(
-    name="generation_attention",
-    fields=FIELDS,
-    dtype_field="kv_cache_dtype",
-    flops=_generation_flops,
-    bytes_moved=_generation_bytes,
-    zero_ok=frozenset({"step", "window_size"}),
-    compute_dtype_field="attn_dtype",
-    optional=OPTIONAL,
-)
+
+CONTEXT_ATTENTION = _attention("context_attention", _context_flops, _context_bytes)
+GENERATION_ATTENTION = _attention("generation_attention", _generation_flops, _generation_bytes)

@@ -23,6 +23,8 @@ from collector.record.schema import (
     FAILURES_JSON,
     PERF_STAT_COLUMNS,
     RUN_JSON,
+    RUN_META_OPTIONAL,
+    RUN_META_REQUIRED,
     SAMPLE_SCHEMA,
     SCHEMA_VERSION,
     STATUSES,
@@ -72,37 +74,6 @@ def _require(cond: bool, message: str) -> None:
         raise RunRecordError(message)
 
 
-# Fields of run.json the bot reads, with the JSON types they must have (None: may be null).
-_REQUIRED_META: dict[str, tuple[type, ...]] = {
-    "run_id": (str,),
-    "status": (str,),
-    "ops": (list,),
-    "files": (dict,),
-    "framework": (str,),
-    "framework_version": (str,),
-    "device": (dict,),
-}
-_OPTIONAL_META: dict[str, tuple[type, ...]] = {
-    "counts": (dict,),
-    "protocol": (dict,),
-    "command": (list,),
-    "canary": (dict,),
-    "image": (dict,),
-    "versions": (dict,),
-    "rules": (dict,),
-    "shard": (list,),
-    "resumed_at": (list,),
-    "backend": (str,),
-    "git_sha": (str,),
-    "plan_hash": (str,),
-    "case_set": (str,),
-    "attn_backend": (str,),
-    "started_at": (str,),
-    "finished_at": (str,),
-    "source": (str,),
-    "panel": (dict,),
-    "assignment": (dict,),
-}
 _COUNT_KEYS = ("planned", "attempted", "ok", "failed")
 
 
@@ -112,17 +83,17 @@ def _type_name(typ: type) -> str:
 
 
 def _check_meta(run_json: Path, meta: dict[str, Any]) -> None:
-    for key, types in _REQUIRED_META.items():
+    for key, typ in RUN_META_REQUIRED.items():
         _require(key in meta, f"{run_json}: missing field {key!r}")
         _require(
-            isinstance(meta[key], types),
-            f"{run_json}: field {key!r} must be {_type_name(types[0])}, not {meta[key]!r:.80}",
+            isinstance(meta[key], typ),
+            f"{run_json}: field {key!r} must be {_type_name(typ)}, not {meta[key]!r:.80}",
         )
-    for key, types in _OPTIONAL_META.items():
+    for key, typ in RUN_META_OPTIONAL.items():
         value = meta.get(key)
         _require(
-            value is None or isinstance(value, types),
-            f"{run_json}: field {key!r} must be {_type_name(types[0])} or null, not {value!r:.80}",
+            value is None or isinstance(value, typ),
+            f"{run_json}: field {key!r} must be {_type_name(typ)} or null, not {value!r:.80}",
         )
     _require(meta["status"] in STATUSES, f"{run_json}: unknown status {meta['status']!r:.80}")
     for op in meta["ops"]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import types
+from typing import Any, Required, TypedDict, Union, get_args, get_origin, get_type_hints
+
 import pyarrow as pa
 
 from collector.ops import get_op
@@ -11,6 +14,60 @@ RUN_JSON = "run.json"
 FAILURES_JSON = "failures.json"
 CHECKPOINT = "checkpoint.jsonl"
 STATUSES = ("complete", "partial", "failed")
+
+
+class RunMeta(TypedDict, total=False):
+    """run.json, as the writer leaves it and the reader checks it: a `Required` field must be
+    there with its type; any other declared field may be absent or null, else of its type.
+    Fields not declared here are kept and not read."""
+
+    schema_version: Required[int]
+    run_id: Required[str]
+    status: Required[str]
+    ops: Required[list[str]]
+    files: Required[dict[str, str]]  # every other file's name and sha256
+    framework: Required[str]
+    framework_version: Required[str]
+    device: Required[dict[str, Any]]
+    counts: dict[str, Any] | None
+    protocol: dict[str, Any] | None
+    command: list[str] | None
+    canary: dict[str, Any] | None
+    image: dict[str, Any] | None
+    versions: dict[str, Any] | None
+    rules: dict[str, Any] | None
+    shard: list[int] | None  # [i, n] of a sharded collection
+    resumed_at: list[str] | None
+    backend: str | None
+    git_sha: str | None
+    plan_hash: str | None
+    case_set: str | None
+    attn_backend: str | None
+    started_at: str | None
+    finished_at: str | None
+    source: str | None  # where an imported record came from
+    panel: dict[str, Any] | None
+    assignment: dict[str, Any] | None
+
+
+def _json_type(annotation: Any) -> type:
+    """The JSON container or scalar type of an annotation: `list[str] | None` -> list."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        (annotation,) = [a for a in get_args(annotation) if a is not type(None)]
+    origin = get_origin(annotation)
+    return origin if isinstance(origin, type) else annotation
+
+
+# RunMeta's fields as the reader checks them: the required ones, then the rest.
+# (Read from the annotations: with postponed annotations, `__required_keys__` of Python 3.11
+# does not see `Required`.)
+_RUN_META_HINTS = get_type_hints(RunMeta, include_extras=True)
+RUN_META_REQUIRED: dict[str, type] = {
+    k: _json_type(get_args(v)[0]) for k, v in _RUN_META_HINTS.items() if get_origin(v) is Required
+}
+RUN_META_OPTIONAL: dict[str, type] = {
+    k: _json_type(v) for k, v in _RUN_META_HINTS.items() if k not in RUN_META_REQUIRED
+}
 
 # Columns every perf table has, after the identity columns and the op's case fields.
 PERF_STAT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (

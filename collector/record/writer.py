@@ -103,6 +103,22 @@ def build_tables(
     return out
 
 
+def _counts_per_op(
+    ops: list[str], cases: list[Case], state: CheckpointState
+) -> dict[str, dict[str, int]]:
+    """Planned, attempted, ok and failed cases of each op (a case that failed in any run is
+    failed)."""
+    failed_keys = state.failed_keys
+    per_op = {}
+    for op in ops:
+        keys = [c.key for c in cases if c.op == op]
+        ok = sum(1 for k in keys if k in state.runs and k not in failed_keys)
+        failed = sum(1 for k in keys if k in failed_keys)
+        attempted = sum(1 for k in keys if k in state.runs or k in failed_keys)
+        per_op[op] = {"planned": len(keys), "attempted": attempted, "ok": ok, "failed": failed}
+    return per_op
+
+
 def finalize(
     out_dir: Path,
     meta: dict[str, Any],
@@ -132,13 +148,7 @@ def finalize(
     for op in meta["ops"]:
         if op not in tables:
             tables[op] = (perf_schema(op).empty_table(), SAMPLE_SCHEMA.empty_table())
-    per_op = {}
-    for op in meta["ops"]:
-        keys = [c.key for c in cases if c.op == op]
-        ok = sum(1 for k in keys if k in state.runs and k not in failed_keys)
-        failed = sum(1 for k in keys if k in failed_keys)
-        attempted = sum(1 for k in keys if k in state.runs or k in failed_keys)
-        per_op[op] = {"planned": len(keys), "attempted": attempted, "ok": ok, "failed": failed}
+    per_op = _counts_per_op(meta["ops"], cases, state)
     counts = {
         key: sum(v[key] for v in per_op.values())
         for key in ("planned", "attempted", "ok", "failed")

@@ -65,6 +65,12 @@ class Fault:
     # Seconds to sleep after handling, before answering: the server acted, the answer is late.
     delay_after: float = 0.0
 
+    @classmethod
+    def secondary_rate_limit(cls, method: str, path: str, times: int = 1) -> Fault:
+        """GitHub's 403 with Retry-After: 1, as its secondary rate limit answers."""
+        body = {"message": "You have exceeded a secondary rate limit."}
+        return cls(method, path, status=403, body=body, headers={"Retry-After": "1"}, times=times)
+
     def matches(self, method: str, path: str) -> bool:
         return self.times > 0 and method == self.method and re.search(self.path, path) is not None
 
