@@ -98,9 +98,11 @@ def build_os(suite: str, workdir: Path, fresh: bool) -> tuple[str, str, dict[str
     return ref, python, figures
 
 
-def pip_download(dest: Path, python: str, requirements: list[str]) -> float | None:
+def pip_download(pip_python: str, dest: Path, python: str, requirements: list[str]) -> float | None:
     """Binary wheels of `requirements` and their closure for CPython `python` on glibc x86_64.
 
+    pip runs under `pip_python`, an interpreter of the same X.Y: pip evaluates markers such
+    as `six; python_version > "3.11"` for the interpreter it runs under, not --python-version.
     None when an earlier run already downloaded exactly this (its marker file says what).
     """
     marker = dest / "DOWNLOADED"
@@ -113,7 +115,7 @@ def pip_download(dest: Path, python: str, requirements: list[str]) -> float | No
         f"manylinux{tag}_{MACHINE}" for tag in ("1", "2010", "2014")
     ]
     seconds, _ = timed(
-        [sys.executable, "-m", "pip", "--isolated", "download", "--only-binary=:all:",
+        [pip_python, "-m", "pip", "--isolated", "download", "--only-binary=:all:",
          "--progress-bar", "off", "--python-version", python, "--implementation", "cp",
          "--abi", abi, "--abi", "abi3", "--abi", "none",
          *(arg for p in platforms for arg in ("--platform", p)),
@@ -229,6 +231,9 @@ def main() -> int:
     parser.add_argument("--framework", default="vllm")
     parser.add_argument("--suite", default="trixie", help="Debian suite of the base")
     parser.add_argument("--fresh", action="store_true", help="rebuild the two base images")
+    parser.add_argument(
+        "--pip-python", help="interpreter of the base's X.Y that runs pip (default: pythonX.Y)"
+    )
     args = parser.parse_args()
     wheels, workdir = args.wheels.resolve(), args.workdir.resolve()
     if wheels.is_relative_to(ROOT) or workdir.is_relative_to(ROOT):
@@ -240,11 +245,23 @@ def main() -> int:
     figures: dict[str, Any] = {"pins": pins.to_json()}
 
     os_ref, python, figures["os"] = build_os(args.suite, workdir, args.fresh)
+    pip_python = args.pip_python or shutil.which(f"python{python}")
+    have = (
+        pip_python
+        and run(
+            [pip_python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+        ).stdout.strip()
+    )
+    if not pip_python or have != python:
+        parser.error(f"--pip-python: need a Python {python} to run pip (got {have or 'none'})")
     requirements = (ROOT / "images" / "collector-requirements.txt").read_text().splitlines()
     collector_reqs = [r for r in (line.split("#")[0].strip() for line in requirements) if r]
     download = {
-        "framework_s": pip_download(wheels / "framework", python, framework_requirements(pins)),
-        "collector_s": pip_download(wheels / "collector", python, collector_reqs),
+        "framework_s": pip_download(
+            pip_python, wheels / "framework", python, framework_requirements(pins)
+        ),
+        "collector_s": pip_download(pip_python, wheels / "collector", python, collector_reqs),
     }
     download["framework_bytes"], download["framework_wheels"] = dir_bytes(wheels / "framework")
     download["collector_bytes"], download["collector_wheels"] = dir_bytes(wheels / "collector")
