@@ -18,7 +18,8 @@ same `collectbot image ensure` a runner would run, with `--base-image` naming th
 
 The derived manifest is the real one with `python` set to the base's Python: Debian ships no
 3.12, so the pinned `python` cannot hold on a Debian base; every other pin is unchanged.
-Figures go to <workdir>/figures.json. Slow (about an hour on 2 cores): not part of .ci/run.
+Figures go to <workdir>/figures.json. Slow (about 30 minutes on 2 cores, with 4.2 GB of
+wheels to download): not part of .ci/run. Recorded in docs/benchmarks.md.
 
     python scripts/build_real_image.py --wheels /path/outside/repo --workdir /path/for/build
 """
