@@ -41,7 +41,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as work:
             make_store(store, Path(work), cases, runs=args.runs, steps=STEPS)
     rng = np.random.default_rng(7)
-    timings = []
+    timings: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         cand = write_record(
             Path(tmp) / "cand",
