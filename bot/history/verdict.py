@@ -71,7 +71,10 @@ def case_history(
     base = base or present[-1]
     level = base * ratio
     return {
-        "points": [None if v is None or not math.isfinite(v) else float(v) for v in points],
+        # Six significant digits: the trend needs no more, and 20 points a case add up.
+        "points": [
+            None if v is None or not math.isfinite(v) else float(f"{v:.6g}") for v in points
+        ],
         "measured": len(present),
         "min_ms": low,
         "max_ms": high,
