@@ -17,7 +17,7 @@ from bot.compare.comparison import SCHEMA_FILE, load_cases
 from bot.compare.store_baseline import record_latencies
 from bot.history.source import Selection
 from bot.history.verdict import BaselineHistory, WindowRun, case_history, history_section
-from bot.render.comment import case_label
+from bot.render.comment import case_label, render_comment
 from bot.site.build import build_site, case_file
 from bot.store import RunStore
 from collector.caseplan import Case
@@ -138,6 +138,9 @@ def test_history_never_changes_a_verdict(
     out = tmp_path / "plain.md"
     assert runner.invoke(app, ["render", str(tmp_path / "b"), "--out", str(out)]).exit_code == 0
     assert "its history" not in out.read_text() and "→" not in out.read_text()
+    # A history with no changed case annotated (too few stored runs) shows nothing either.
+    empty = {**without, "history": {**with_history["history"], "cases": {}}}  # type: ignore[dict-item]
+    assert "History:" not in render_comment(empty) and "History:" in render_comment(with_history)
 
 
 def test_a_damaged_stored_run_is_left_out_of_the_history(

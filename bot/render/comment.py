@@ -553,6 +553,8 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         )
     base_gpus, cand_gpus = side_gpus(comparison)
     history = comparison.get("history")
+    if history and not history.get("cases") and not history.get("skipped"):
+        history = None  # no changed case has enough history: nothing to show
     return {
         "marker": Markup(marker_for(comparison, opts.head_sha).render()),
         "icon": ICONS[verdict["level"]],
