@@ -43,6 +43,7 @@ class ConcludeOptions:
     workflow_run_id: int = 1
     run_attempt: int = 1
     artifacts_url: str | None = None
+    site_url: str | None = None  # the store's `collectbot site`, for the trends' links
     log: Path | None = None
     error: str | None = None  # a failure the workflow saw before this step (e.g. a shard job)
     config: Path | None = None  # thresholds (default .github/collectbot.yml when present)
@@ -142,6 +143,7 @@ def _compare(
     from bot.compare.comparison import compare_runs
     from bot.compare.stats import Settings
     from bot.compare.store_baseline import baseline_from_store
+    from bot.history.verdict import HISTORY_RUNS
     from collector.record import read_record
 
     ci_config = ci_config_for(plan, opts.config)
@@ -152,7 +154,9 @@ def _compare(
         )
     cand = read_record(run_dir)
     with tempfile.TemporaryDirectory(prefix="collectbot-baseline-") as tmp:
-        base, baseline = baseline_from_store(cand, opts.store, Path(tmp) / "baseline", ref=ref)
+        base, baseline = baseline_from_store(
+            cand, opts.store, Path(tmp) / "baseline", ref=ref, history_runs=HISTORY_RUNS
+        )
         settings = ci_config.apply() if ci_config else Settings()
         source = ci_config.source if ci_config else None
         compare_runs(base, cand, settings, baseline, settings_source=source).write(cmp_dir)
@@ -201,6 +205,7 @@ def conclude(opts: ConcludeOptions) -> Concluded:
     ropts = RenderOptions(
         head_sha=head,
         artifacts_url=opts.artifacts_url,
+        site_url=opts.site_url,
         backend=plan.get("backend"),
     )
     comment = out / "comment.md"

@@ -483,6 +483,12 @@ CONTROLS = [
         ("tests/test_history.py::test_a_damaged_run_is_skipped_with_a_warning",),
     ),
     Control(
+        "R41",
+        "a damaged stored run is left out of a comparison's history",
+        (edit("bot/compare/store_baseline.py", '                skipped.append(f"skipped stored run {entry.name}: {exc}"[:500])', "                pass"),),
+        ("tests/test_history_verdict.py::test_a_damaged_stored_run_is_left_out_of_the_history",),
+    ),
+    Control(
         "S50a",
         "the site's templates autoescape",
         (edit("bot/render/html.py", "        autoescape=True,", "        autoescape=False,"),),

@@ -38,6 +38,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -631,3 +632,16 @@ def test_a_pull_request_calling_the_reusable_baseline_gets_no_trusted_job(
     assert (
         not (e2e.work / "new-store").exists() or not RunStore(str(e2e.work / "new-store")).entries()
     )
+
+
+def test_the_baseline_uploads_its_history_site_for_pages(
+    e2e: Env, baseline: dict[str, Any]
+) -> None:
+    """The baseline's site job: its `github-pages` artifact is one tar of the site of the
+    stored baselines, the form actions/deploy-pages takes."""
+    [packed] = (e2e.artifacts / "101" / "github-pages").rglob("artifact.tar")
+    with tarfile.open(packed) as tar:
+        names = tar.getnames()
+    assert {"./index.html", "./style.css"} <= set(names), names[:20]
+    pages = [n for n in names if re.search(r"/case-[0-9a-f]{16}\.html$", n)]
+    assert pages, names[:20]

@@ -11,6 +11,7 @@ import typer
 
 from bot.compare.stats import Settings
 from bot.errors import one_line_errors
+from bot.history.verdict import HISTORY_RUNS
 from bot.options import options_given, settings_options
 from collector.errors import UserError
 
@@ -69,6 +70,14 @@ def compare(
         str | None,
         typer.Option(help="With --baseline-from-store: only runs stored under this ref label."),
     ] = None,
+    history_runs: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="With --baseline-from-store: read the last N stored baselines too, for each "
+            "changed case's range over them (annotates; never changes a verdict). 0: none.",
+        ),
+    ] = HISTORY_RUNS,
 ) -> None:
     """Compare two run records: failure groups, coverage and per-case latency with intervals.
 
@@ -101,6 +110,7 @@ def compare(
                 ref=baseline_ref,
                 kind=baseline_kind,
                 paired=paired,
+                history_runs=history_runs,
             )
         else:
             if len(runs) != 2:

@@ -46,6 +46,14 @@ def conclude(
     artifacts_url: Annotated[
         str | None, typer.Option(help="Link to the run's artifacts, for the comment.")
     ] = None,
+    site_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="COLLECTBOT_SITE_URL",
+            help="Where the store's `collectbot site` is served (https): the comment's trends "
+            "link to each case's page.",
+        ),
+    ] = None,
     log: Annotated[
         Path | None, typer.Option(help="A log to quote when the run cannot be compared.")
     ] = None,
@@ -68,8 +76,10 @@ def conclude(
     """
     from bot.conclude import ConcludeOptions
     from bot.conclude import conclude as run_conclude
+    from bot.render.comment import check_site_url
     from bot.render.sanitize import clean
 
+    check_site_url(site_url or None)
     found = sorted(p for p in shards_dir.iterdir() if p.is_dir()) if shards_dir else []
     result = run_conclude(
         ConcludeOptions(
@@ -85,6 +95,7 @@ def conclude(
             if run_attempt is not None
             else env_int("GITHUB_RUN_ATTEMPT", 1),
             artifacts_url=artifacts_url,
+            site_url=site_url or None,
             log=log,
             error=error,
             config=config,

@@ -42,6 +42,13 @@ def render(
         str | None,
         typer.Option(help="Link to the HTML report (https URL, or a file name beside OUT)."),
     ] = None,
+    site_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Where the store's `collectbot site` is served (https): the trends link to "
+            "each case's page."
+        ),
+    ] = None,
     stage: Annotated[
         str | None, typer.Option(help="--run: the stage that failed (image, collect, compare...).")
     ] = None,
@@ -69,7 +76,12 @@ def render(
 
     Writes OUT (markdown) and OUT with a .json suffix (verdict and marker, for publish).
     """
-    from bot.render.comment import RenderOptions, render_comment, render_run_comment
+    from bot.render.comment import (
+        RenderOptions,
+        check_site_url,
+        render_comment,
+        render_run_comment,
+    )
     from bot.render.rendered import comparison_meta, run_meta, write_rendered
 
     if out is None and html is None:
@@ -78,10 +90,12 @@ def render(
         raise UserError("give either a comparison directory or --run RUN_DIR (not both)")
     if log is not None and not log.is_file():
         raise UserError(f"{log}: log file not found")
+    check_site_url(site_url)
     opts = RenderOptions(
         head_sha=head_sha,
         artifacts_url=artifacts_url,
         report_url=report_url,
+        site_url=site_url,
         backend=backend,
         gpu=gpu,
         run_id=run_id,

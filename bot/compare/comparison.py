@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +30,9 @@ from bot.compare.latency import CONFIRM_VERDICTS, SAMPLES, CaseTable, compare_la
 from collector import jsonfile
 from collector.errors import UserError
 from collector.record import RunRecord
+
+if TYPE_CHECKING:
+    from bot.history.verdict import BaselineHistory
 
 # Version 2: notable cases only in the JSON (all of them in cases.parquet), confirmation,
 # baseline kind and pairing, per-dtype aggregates, the ratio histogram.
@@ -147,6 +150,8 @@ class Baseline:
     kind: str | None = None  # None: imported-table for imported records, else explicit-run
     paired: bool = False
     store: dict[str, Any] | None = None
+    # The last stored baselines of the key: each changed case's range (bot/history/verdict.py).
+    history: BaselineHistory | None = None
 
     def resolve(self, record: RunRecord) -> dict[str, Any]:
         kind = self.kind or ("imported-table" if is_imported(record) else "explicit-run")
@@ -216,6 +221,11 @@ def compare_runs(
         "verdict": {},  # from the sections above, just below
     }
     result = cast(dict[str, Any], doc)
+    if baseline.history is not None:
+        from bot.history.verdict import history_section
+
+        # Annotates the changed cases; never changes a verdict (docs/history.md).
+        result["history"] = history_section(latency["cases"], baseline.history)
     result["verdict"] = overall_verdict(result)
     return Comparison(result, table)
 
@@ -383,6 +393,10 @@ def overall_verdict(result: dict[str, Any]) -> dict[str, Any]:
         if confirmation["performed"]:
             confirmed = _confirmed_count(result, stats.REGRESSED)
             text += f" ({confirmed} confirmed by a paired re-measurement)"
+        within = ((result.get("history") or {}).get("within") or {}).get(stats.REGRESSED)
+        if within:
+            # History annotates; the regression stays a regression (docs/history.md).
+            text += f"; {within} of them within their own history over the stored baselines"
         reasons.append((RED, text))
     if across[stats.REGRESSED]:
         reasons.append(

@@ -118,6 +118,7 @@ class ComparisonDoc(TypedDict, total=False):
     candidate: Required[dict[str, Any]]
     settings: Required[dict[str, Any]]
     settings_source: str | None
+    history: dict[str, Any]
     failure_groups: Required[dict[str, Any]]
     coverage: Required[dict[str, Any]]
     latency: Required[dict[str, Any]]

@@ -6,10 +6,15 @@ it. The newest entry whose GPUs cover every GPU the candidate used is taken (eve
 then compared on one physical GPU); without one, the newest of the same model, and the
 comparison corrects for the GPU offset through the calibration panels (or says it could
 not).
+
+With `history_runs`, the last N complete entries of the key and ref up to the baseline
+(the baseline last) are read too, checksums verified, for each case's range over them
+(bot/history/verdict.py); an entry that fails its checksum is left out and named.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +23,8 @@ from collector.errors import UserError
 from collector.record import RunRecord, read_record
 
 if TYPE_CHECKING:
-    from bot.store import Entry
+    from bot.history.verdict import BaselineHistory
+    from bot.store import Entry, RunStore
 
 SAME_GPU, SAME_MODEL = "same-gpu", "same-model"
 
@@ -42,6 +48,71 @@ def choose_baseline(
     return usable[-1], SAME_MODEL
 
 
+def history_window(
+    entries: list[Entry], baseline: Entry, runs: int, exclude_run_id: str | None = None
+) -> list[Entry]:
+    """The last `runs` complete entries up to and including `baseline`, oldest first."""
+    if runs <= 0:
+        return []
+    upto = entries[: entries.index(baseline) + 1] if baseline in entries else [baseline]
+    usable = [
+        e
+        for e in upto
+        if e.status == "complete" and (exclude_run_id is None or e.run_id != exclude_run_id)
+    ]
+    return usable[-runs:]
+
+
+def record_latencies(record: RunRecord) -> dict[str, float]:
+    """Each case's latency in a record (the comparison's estimate of it), by case key."""
+    out: dict[str, float] = {}
+    for table in record.perf.values():
+        keys = table.column("case_key").to_pylist()
+        values = table.column("latency").to_pylist()
+        out.update({str(k): float(v) for k, v in zip(keys, values, strict=True) if v is not None})
+    return out
+
+
+def read_history(
+    store: RunStore,
+    window: list[Entry],
+    baseline: tuple[Entry, RunRecord],
+    dest: Path,
+) -> BaselineHistory:
+    """Every case's latency in each entry of the window (the baseline's record reused)."""
+    from bot.history.source import Series
+    from bot.history.verdict import BaselineHistory, WindowRun
+    from bot.site.build import series_dir
+
+    runs, columns, skipped = [], [], []
+    for i, entry in enumerate(window):
+        if entry is baseline[0]:
+            record = baseline[1]
+        else:
+            try:
+                record = read_record(store.get(entry, dest / str(i)))
+            except (UserError, OSError) as exc:
+                # A checksum that fails, a file gone: never part of the history.
+                skipped.append(f"skipped stored run {entry.name}: {exc}"[:500])
+                continue
+            finally:
+                shutil.rmtree(dest / str(i), ignore_errors=True)
+        runs.append(
+            WindowRun(
+                entry.name,
+                entry.run_id,
+                str(record.meta["git_sha"]) if record.meta.get("git_sha") else None,
+                str(entry.manifest["stored_at"]) if entry.manifest.get("stored_at") else None,
+            )
+        )
+        columns.append(record_latencies(record))
+    keys = set().union(*columns) if columns else set()
+    points: dict[str, list[float | None]] = {k: [c.get(k) for c in columns] for k in keys}
+    key = baseline[0].key
+    series = Series(key.backend, key.gpu, tuple(sorted(key.ops)), baseline[0].ref)
+    return BaselineHistory(runs, points, series_dir(series), skipped)
+
+
 def baseline_from_store(
     cand: RunRecord,
     url: str,
@@ -50,16 +121,17 @@ def baseline_from_store(
     ref: str | None = None,
     kind: str | None = None,
     paired: bool = False,
+    history_runs: int = 0,
 ) -> tuple[RunRecord, Baseline]:
-    """Fetch (into `dest`, checksums verified) the run to compare `cand` with."""
+    """Fetch (into `dest`, checksums verified) the run to compare `cand` with, and with
+    `history_runs` the latencies of the last that many baselines (the history)."""
     from bot.store import RunStore, key_of, record_gpu_uuids
 
     store = RunStore(url)
     key = key_of(cand.meta)
     gpus = set(record_gpu_uuids(cand))
-    entry, selection = choose_baseline(
-        store.entries(key, ref), gpus, exclude_run_id=cand.meta.get("run_id")
-    )
+    entries = store.entries(key, ref)
+    entry, selection = choose_baseline(entries, gpus, exclude_run_id=cand.meta.get("run_id"))
     if entry is None:
         raise UserError(
             f"{url}: no stored run for {key.label}" + (f" under ref {ref!r}" if ref else "")
@@ -78,4 +150,8 @@ def baseline_from_store(
             "gpu_uuids": entry.gpu_uuids,
         },
     )
+    window = history_window(entries, entry, history_runs, cand.meta.get("run_id"))
+    if window:
+        scratch = dest.parent / f"{dest.name}-history"
+        baseline.history = read_history(store, window, (entry, base), scratch)
     return base, baseline

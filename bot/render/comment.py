@@ -24,7 +24,7 @@ from markupsafe import Markup
 from bot import __version__
 from bot.ci_config import settings_line
 from bot.compare import stats
-from bot.render.sanitize import finalize, html_code, md_block, md_code, md_text, md_url
+from bot.render.sanitize import clean, finalize, html_code, md_block, md_code, md_text, md_url
 
 GITHUB_COMMENT_LIMIT = 65536
 MARKER_PREFIX = "<!-- collectbot "
@@ -236,7 +236,57 @@ def case_label(case: dict[str, Any]) -> str:
     )
 
 
-def _case_row(case: dict[str, Any]) -> dict[str, Any]:
+_SITE_DIR = re.compile(r"[a-z0-9][a-z0-9._+-]{0,100}")
+
+
+def check_site_url(url: str | None) -> None:
+    """A site URL is a plain https URL (it becomes a link in a comment), or an error."""
+    if url is not None and md_url(url) is None:
+        from collector.errors import UserError
+
+        raise UserError(f"site URL {clean(url, 100)!r}: not a plain https URL")
+
+
+def _case_page(site_url: str | None, site_dir: object, key: str) -> Markup | None:
+    """The case's page on the store's `collectbot site` (https, else None)."""
+    if site_url is None or not isinstance(site_dir, str) or not _SITE_DIR.fullmatch(site_dir):
+        return None
+    from bot.site.build import case_file
+
+    return md_url(f"{site_url.rstrip('/')}/{site_dir}/{case_file(key)}")
+
+
+def history_cells(
+    case: dict[str, Any], history: dict[str, Any] | None, site_url: str | None = None
+) -> dict[str, Any]:
+    """A changed case's trend over the stored baselines (a sparkline, the candidate after
+    the arrow, linked to its site page) and its range; empty when there is none."""
+    found = (history or {}).get("cases", {}).get(case["key"])
+    if not found:
+        return {"trend": "", "range": ""}
+    import numpy as np
+
+    from bot.history.table import sparkline
+
+    values = np.array(
+        [np.nan if v is None else float(v) for v in found["points"]] + [found["cand_level_ms"]]
+    )
+    bars = sparkline(values, [False] * values.size)
+    trend = f"{bars[:-1]}→{bars[-1]}"
+    page = _case_page(site_url, (history or {}).get("site_dir"), case["key"])
+    low, high = found["range"]
+    where = "within its history" if found["within"] else "outside its history"
+    return {
+        "trend": Markup(f"[{trend}]({page})") if page else trend,
+        "range": f"{where}: {fmt_change(low)} to {fmt_change(high)} of the baseline over "
+        f"{found['measured']} runs (wandered {found['wandered'] * 100:.1f}%)",
+        "within": found["within"],
+    }
+
+
+def _case_row(
+    case: dict[str, Any], history: dict[str, Any] | None = None, site_url: str | None = None
+) -> dict[str, Any]:
     verdict = verdict_word(case["verdict"]) + (
         " (size only)" if case.get("method") == "size-only" else ""
     )
@@ -257,6 +307,7 @@ def _case_row(case: dict[str, Any]) -> dict[str, Any]:
         "change": fmt_change(case.get("ratio")),
         "ci": fmt_ci(case),
         "verdict": verdict,
+        **history_cells(case, history, site_url),
     }
 
 
@@ -442,6 +493,8 @@ class RenderOptions:
     artifacts_url: str | None = None
     # Where the HTML report is served (an https URL; a relative path for local files).
     report_url: str | None = None
+    # Where the store's `collectbot site` is served (https): trends link to case pages.
+    site_url: str | None = None
     top: int = 10
     detail_rows: int = 200
     max_groups: int = 50
@@ -519,6 +572,9 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
             }
         )
     base_gpus, cand_gpus = side_gpus(comparison)
+    history = comparison.get("history")
+    if history and not history.get("cases") and not history.get("skipped"):
+        history = None  # no changed case has enough history: nothing to show
     return {
         "marker": Markup(marker_for(comparison, opts.head_sha).render()),
         "icon": ICONS[verdict["level"]],
@@ -539,8 +595,9 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         "settings_line": md_text(settings_line(comparison["settings"])),
         "settings_source": comparison.get("settings_source"),
         "ci_label": f"{comparison['settings']['confidence'] * 100:.0f}% CI",
-        "regressions": [_case_row(c) for c in regressed[: opts.top]],
-        "improvements": [_case_row(c) for c in improved[: opts.top]],
+        "history": md_text(line, limit=1000) if (line := history_line(history)) else None,
+        "regressions": [_case_row(c, history, opts.site_url) for c in regressed[: opts.top]],
+        "improvements": [_case_row(c, history, opts.site_url) for c in improved[: opts.top]],
         "group_rows": [
             {
                 "op": g["op"],
@@ -556,7 +613,7 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
             for g in latency["groups"][: opts.detail_rows]
         ],
         "chart": Markup(chart) if (chart := ratio_chart(cases, latency.get("histogram"))) else None,
-        "other_cases": [_case_row(c) for c in others[: opts.detail_rows]],
+        "other_cases": [_case_row(c, history, opts.site_url) for c in others[: opts.detail_rows]],
         "other_omitted": max(0, len(others) - opts.detail_rows),
         "dispatch": [
             {
@@ -592,6 +649,23 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         "cand_attempted": (cand.get("counts") or {}).get("attempted", "?"),
         "cand_failed": (cand.get("counts") or {}).get("failed", "?"),
     }
+
+
+def history_line(history: dict[str, Any] | None) -> str | None:
+    """What the history column is, and that it annotates (None without a history)."""
+    if not history:
+        return None
+    runs = len(history.get("runs") or [])
+    within = sum((history.get("within") or {}).values())
+    line = (
+        f"History: each changed case's latency over the last {runs} stored baselines "
+        f"(oldest first; → the candidate). Changed cases within their own history: {within} "
+        "(the case has been there before; it can still be a real change: history annotates, "
+        "it never changes a verdict)."
+    )
+    if history.get("skipped"):
+        line += f" {len(history['skipped'])} stored runs failed their checksums and were left out."
+    return line
 
 
 def _outlier_context(outliers: dict[str, Any] | None, rows: int) -> dict[str, Any] | None:

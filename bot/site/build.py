@@ -27,6 +27,7 @@ from bot.history.core import History, HistorySettings, read_history
 from bot.history.export import case_summary
 from bot.render.comment import case_label, fmt_change, fmt_ms
 from bot.render.html import html_environment
+from bot.render.sanitize import md_url
 from bot.site.svg import Point, sparkline_svg, trend_svg
 from bot.store import slug
 from collector.errors import UserError
@@ -60,6 +61,12 @@ def series_dir(series: source.Series) -> str:
 
 def case_file(key: str) -> str:
     return f"case-{_digest(key)}.html"
+
+
+def case_url(site_url: str, series: source.Series, key: str) -> str | None:
+    """The address of a case's page on a site served at `site_url` (https only, else None)."""
+    url = md_url(f"{site_url.rstrip('/')}/{series_dir(series)}/{case_file(key)}")
+    return None if url is None else str(url)
 
 
 def group_file(op: str, dtype: str, page: int) -> str:
