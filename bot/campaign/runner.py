@@ -70,6 +70,8 @@ class CampaignConfig:
     settings: Settings = field(default_factory=Settings)
     baseline_kind: str = "merge-base"
     round_timeout_s: float | None = None
+    # time.monotonic() after which no round starts (a cut campaign keeps >= 2 rounds a side).
+    deadline: float | None = None
     command: list[str] = field(default_factory=list)
     log: Callable[[str], None] = lambda _: None
 
@@ -137,6 +139,15 @@ class Campaign:
         self.rounds: list[dict[str, Any]] = []
         self.started = datetime.now(UTC).isoformat(timespec="seconds")
         self.manifest: dict[str, Any] = {}
+        self.cut_short = False
+
+    def _past_deadline(self, done_rounds: int) -> bool:
+        """Stop before a round pair once the deadline passed (never before 2 rounds a side)."""
+        if self.cfg.deadline is None or done_rounds < 2 or time.monotonic() < self.cfg.deadline:
+            return False
+        self.cut_short = True
+        self.cfg.log(f"deadline: no round starts after {done_rounds} rounds a side")
+        return True
 
     # -- rounds ---------------------------------------------------------------------------
 
@@ -222,6 +233,8 @@ class Campaign:
         """`rounds` alternating rounds (A B, B A, ...), merged per side into root/<side>-run."""
         done: dict[str, list[RunRecord]] = {name: [] for name in SIDES}
         for r in range(rounds):
+            if self._past_deadline(r):
+                break
             order = SIDES if (first_round + r) % 2 == 0 else tuple(reversed(SIDES))
             for name in order:
                 round_dir = root / "rounds" / name / f"round-{r:02d}"
@@ -261,7 +274,7 @@ class Campaign:
             first = compare_runs(base, head, cfg.settings, baseline)
             first.write(cfg.out / "first-pass")
             confirm: tuple[RunRecord, RunRecord] | None = None
-            keys = self._to_confirm(first)
+            keys = [] if self._past_deadline(cfg.runs) else self._to_confirm(first)
             if keys:
                 selector = selector_for_keys(first.cases, keys)
                 CaseSelector.parse(selector, option="confirmation selector")
@@ -331,6 +344,7 @@ class Campaign:
             "settings": cfg.settings.to_json(),
             "command": cfg.command,
             "rounds": self.rounds,
+            "cut_short": self.cut_short,
         }
         if status == "complete":
             self.manifest["recompute"] = self.recompute_command(confirmed)
