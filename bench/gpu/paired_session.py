@@ -145,8 +145,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         deadline=deadline,
         command=["python3", "-m", "bench.gpu.paired_session", *sys.argv[1:]],
         log=say,
-        **({"runs": TEST_RUNS, "confirm_runs": 2} if args.test_protocol else {}),
     )
+    if args.test_protocol:
+        cfg.runs, cfg.confirm_runs = TEST_RUNS, 2
     t0 = time.monotonic()
     result = run_campaign(cfg)
     wall = time.monotonic() - t0
