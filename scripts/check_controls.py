@@ -208,6 +208,12 @@ CONTROLS = [
         ("tests/test_cross_gpu.py::test_simulated_fleet_calibrated_verdicts_hold",),
     ),
     Control(
+        "R23",
+        "a campaign starts no round past its deadline (after 2 a side)",
+        (edit("bot/campaign/runner.py", "        if self.cfg.deadline is None or done_rounds < 2 or time.monotonic() < self.cfg.deadline:", "        if True:"),),
+        ("tests/test_paired_session.py::test_a_campaign_past_its_deadline_keeps_two_rounds_a_side_and_says_so",),
+    ),
+    Control(
         "R30",
         "a failure group does not depend on the worker",
         (edit("bot/compare/failure_groups.py", "        groups[identity_key(f)].append(f)", "        groups[f.group_key].append(f)"),

@@ -59,3 +59,25 @@ def test_campaign_runs_end_to_end_on_the_cpu(
         assert paired["others_flagged"] == 0
     else:
         assert summary["canary"]["keys"] == [] and "slowed" not in paired
+
+
+def test_a_campaign_past_its_deadline_keeps_two_rounds_a_side_and_says_so(tmp_path: Path) -> None:
+    import time
+
+    from bot.campaign.runner import Campaign, CampaignConfig
+
+    sha = ps.throwaway_repo(tmp_path / "repo")
+    cfg = CampaignConfig(
+        repo=tmp_path / "repo",
+        base_ref=sha,
+        head_ref=sha,
+        out=tmp_path / "ab",
+        runs=4,
+        collect_args=["--case-set", "smoke", "--limit", "1", *ps.TEST_ROUND_ARGS],
+        deadline=time.monotonic(),  # already past: only the minimum is run
+    )
+    result = Campaign(cfg).run()
+    manifest = json.loads(result.manifest.read_text())
+    assert manifest["cut_short"] is True
+    assert [r["side"] for r in manifest["rounds"]] == ["base", "head", "head", "base"]
+    assert result.comparison.data["confirmation"]["performed"] is False
