@@ -28,7 +28,7 @@ from tests.docker_support import engine_or_skip, ensure_base_image
 from tests.test_images_docker import _torch_version, _write_manifest
 
 runner = CliRunner()
-ROUND = ["--runs", "2", "--no-confirm", "--limit", "2", "--samples", "3", "--warmup", "1"]
+ROUND = ["--runs", "2", "--no-confirm", "--limit", "1", "--samples", "3", "--warmup", "1"]
 ROUND += ["--target-sample-ms", "0.3", "--idle-ratio", "0", "--memory", "4g", "--quiet"]
 
 
@@ -63,6 +63,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # four container rounds, each a torch start (minutes on a busy CPU)
 def test_a_campaign_of_two_images_alternates_and_names_each_sides_image(
     images: dict[str, str], tmp_path: Path
 ) -> None:
