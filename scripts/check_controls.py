@@ -208,6 +208,12 @@ CONTROLS = [
         ("tests/test_cross_gpu.py::test_simulated_fleet_calibrated_verdicts_hold",),
     ),
     Control(
+        "R23",
+        "a campaign starts no round past its deadline (after 2 a side)",
+        (edit("bot/campaign/runner.py", "        if self.cfg.deadline is None or done_rounds < 2 or time.monotonic() < self.cfg.deadline:", "        if True:"),),
+        ("tests/test_paired_session.py::test_a_campaign_past_its_deadline_keeps_two_rounds_a_side_and_says_so",),
+    ),
+    Control(
         "R30",
         "a failure group does not depend on the worker",
         (edit("bot/compare/failure_groups.py", "        groups[identity_key(f)].append(f)", "        groups[f.group_key].append(f)"),
@@ -469,6 +475,12 @@ CONTROLS = [
         "the image tag hashes every file that goes in",
         (edit("bot/images/context.py", '        digest.update(f"file {name} {hashlib.sha256(files[name]).hexdigest()}\\n".encode())', "        pass"),),
         ("tests/test_images_units.py::test_content_hash_covers_exactly_what_goes_in",),
+    ),
+    Control(
+        "S61",
+        "a campaign round must name its side's image",
+        (edit("bot/campaign/runner.py", "        if side.image is not None and image.get(\"ref\") != side.image:", "        if False:"),),
+        ("tests/test_campaign_images.py::test_a_round_whose_record_names_another_image_is_refused",),
     ),
     Control(
         "S60",

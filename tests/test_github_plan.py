@@ -250,13 +250,16 @@ def test_other_events_never_trigger(tmp_path: Path) -> None:
         ),
         ("collect/vllm:gemm~paired", "vllm", ("gemm",), "default"),
         ("collect/vllm@smoke~Paired", "vllm", (), "smoke"),
+        ("collect/vllm:gemm~store", "vllm", ("gemm",), "default"),
+        ("collect/torch@smoke~Store", "torch", (), "smoke"),
     ],
 )
 def test_label_grammar(label: str, backend: str, ops: tuple[str, ...], case_set: str) -> None:
     parsed = parse_label(label, backends=BACKENDS, ops=OPS)
     assert parsed is not None
     assert (parsed.backend, parsed.ops, parsed.case_set) == (backend, ops, case_set)
-    assert parsed.baseline == ("paired" if "~" in label else "store")
+    # Paired (same GPU by construction) unless the label opts into the stored baseline.
+    assert parsed.baseline == ("store" if "~store" in label.lower() else "paired")
 
 
 @pytest.mark.parametrize(
@@ -316,17 +319,19 @@ def test_shards_and_baseline_reach_the_matrix(
 ) -> None:
     output = tmp_path / "github_output"
     monkeypatch.setenv("GITHUB_OUTPUT", str(output))
-    gh.pulls[PR].labels = [TRIGGER]
-    plan, _ = run_plan(tmp_path, labeled(), "--shards", "3")
+    store = f"{TRIGGER}~store"
+    gh.pulls[PR].labels = [store]
+    plan, _ = run_plan(tmp_path, labeled(store), "--shards", "3")
     assert plan["shards"] == 3 and plan["baseline"] == "store"
     text = output.read_text()
     assert "shards=[1, 2, 3]\n" in text and "shard_count=3\n" in text and "baseline=store\n" in text
-    # A paired campaign runs on one GPU, whatever the fleet.
-    output.write_text("")
-    gh.pulls[PR].labels = ["collect/torch:gemm~paired"]
-    plan, _ = run_plan(tmp_path, labeled("collect/torch:gemm~paired"), "--shards", "3")
-    assert plan["trigger"] and plan["baseline"] == "paired" and plan["shards"] == 1
-    assert "shards=[1]\n" in output.read_text()
+    # A paired campaign (the default) runs on one GPU, whatever the fleet.
+    for label in (TRIGGER, f"{TRIGGER}~paired"):
+        output.write_text("")
+        gh.pulls[PR].labels = [label]
+        plan, _ = run_plan(tmp_path, labeled(label), "--shards", "3")
+        assert plan["trigger"] and plan["baseline"] == "paired" and plan["shards"] == 1
+        assert "shards=[1]\n" in output.read_text() and "baseline=paired\n" in output.read_text()
     # A skipped plan still hands the matrix a valid list.
     output.write_text("")
     plan, _ = run_plan(tmp_path, labeled("bug"), "--shards", "3")
@@ -360,7 +365,15 @@ def test_workflow_dispatch_is_approved_and_checked_by_the_label_grammar(
     assert plan["trigger"] and plan["code"] == "dispatched"
     assert (plan["backend"], plan["ops"], plan["case_set"]) == ("torch", ["gemm"], "smoke")
     assert plan["head_sha"] == HEAD and plan["pr"] is None and plan["repo"] == "octo-org/octo-repo"
-    assert plan["baseline"] == "store"
+    assert plan["baseline"] == "store"  # no `base` to pair with: the stored baseline
+    plan = run_dispatch(tmp_path, dispatch(backend="torch", base="main"))
+    assert plan["trigger"] and plan["baseline"] == "paired" and plan["base_sha"] == "main"
+    plan = run_dispatch(tmp_path, dispatch(backend="torch", baseline="auto", base="main"))
+    assert plan["baseline"] == "paired"
+    plan = run_dispatch(tmp_path, dispatch(backend="torch", baseline="store", base="main"))
+    assert plan["trigger"] and plan["baseline"] == "store"
+    plan = run_dispatch(tmp_path, dispatch(backend="torch", baseline="nearest"))
+    assert plan["code"] == "bad-input" and "unknown baseline 'nearest'" in plan["reason"]
     plan = run_dispatch(tmp_path, dispatch(backend="jax"))
     assert plan["code"] == "bad-input" and "unknown backend 'jax'" in plan["reason"]
     plan = run_dispatch(tmp_path, dispatch(backend="torch", baseline="paired"))

@@ -7,7 +7,7 @@ sequence is the product's:
 
 1. the baseline workflow (`act push`, trusted) collects main in the pinned image, as two
    shards handed over as that run's artifacts, merges them and stores the reference run;
-2. a maintainer's `collect/torch:gemm@smoke` label (`act pull_request`, GitHub's recorded
+2. a maintainer's `collect/torch:gemm@smoke~store` label (`act pull_request`, recorded
    `labeled` payload; untrusted): plan, image, two shards on "GPU" runners (CPU here) handed
    to conclude as the run's artifacts, conclude against the stored baseline with the store
    read-only, and a result bundle as the run's artifact;
@@ -58,7 +58,7 @@ from tests.github_server import GitHubServer, PullState
 pytestmark = pytest.mark.slow
 
 PR = 7
-LABEL = "collect/torch:gemm@smoke"
+LABEL = "collect/torch:gemm@smoke~store"
 SHARDS = 2
 BREAKAGE = (
     "    def prepare(self, case: Case, device: str, l2_bytes: int) -> Prepared:\n"
@@ -411,15 +411,22 @@ def test_the_stored_baseline_is_a_merged_record_of_both_shards(
 
 
 def test_a_paired_label_runs_an_ab_campaign_of_base_and_head(e2e: Env) -> None:
-    """`~paired`: no shards and no stored baseline; base and head alternate on one device."""
-    label = "collect/torch:gemm@smoke~paired"
+    """A label without `~store` (the default, paired): no shards and no stored baseline; the
+    image job builds the head's image and the merge base's, and base and head alternate on
+    one device, each round in its side's image."""
+    label = "collect/torch:gemm@smoke"
     server = _server(e2e.head_sha, e2e.base_sha)
     with server.running():
         collected, published = _flow(e2e, server, "Codertocat", run_id=402, label=label)
     assert "published:" in published
     assert not server.violations, "\n".join(server.violations[:10])
     assert f"{JOBS}paired campaign" in collected
-    assert f"{JOBS}image" not in collected
+    assert f"{JOBS}image" in collected and f"{JOBS}collect 1/" not in collected
+    images = re.findall(r"(base|head) image: (\S+)", collected)
+    assert {side for side, _ in images} == {"base", "head"}
+    # base and head differ by the collector (the head breaks a shape): two images.
+    assert len({ref for _, ref in images}) == 2
+    assert "main round round-01: base" in collected
     [comment] = server.issue_comments(PR)
     body = comment["body"]
     assert body.split("\n")[1].startswith("## ❌") and "new failure group" in body

@@ -8,6 +8,13 @@ percent, alternation keeps them under 0.3%). Every round's record is kept, raw, 
 checksums; the rounds of a side are merged into one record; the device is checked after
 every round (GPU UUID; host and CPU model on a CPU).
 
+Image mode (`base_image`/`head_image`, for a repository that uses collectbot: its base and
+head differ by their manifest, so each side runs in its own pinned image): each round of a
+side is one `collectbot collect --image <side's image> --runs 1` of the host's (pinned)
+collectbot, the container path `collect --image` always takes (sandbox limits, trust, the
+allow-listed environment, the checks on the container's untrusted output); no worktree is
+made, and `base_ref`/`head_ref` only name the commits the images were built from.
+
 Confirm before comment: the cases first judged regressed, inconclusive or improved are
 re-measured in extra paired rounds (restricted to those cases) and judged again; the
 comparison says which verdicts were confirmed. `campaign.json` records everything,
@@ -55,6 +62,11 @@ class CampaignConfig:
     base_ref: str
     head_ref: str
     out: Path
+    # Image mode: each side's rounds run in this image (both or neither).
+    base_image: str | None = None
+    head_image: str | None = None
+    # Options for `collect --image` in image mode (--trust, --memory, --cache-dir, ...).
+    container_args: list[str] = field(default_factory=list)
     runs: int = 6
     device: str = "cpu"
     # Options given to every round of both sides (backend, ops, cases, protocol).
@@ -70,6 +82,8 @@ class CampaignConfig:
     settings: Settings = field(default_factory=Settings)
     baseline_kind: str = "merge-base"
     round_timeout_s: float | None = None
+    # time.monotonic() after which no round starts (a cut campaign keeps >= 2 rounds a side).
+    deadline: float | None = None
     command: list[str] = field(default_factory=list)
     log: Callable[[str], None] = lambda _: None
 
@@ -79,7 +93,8 @@ class Side:
     name: str
     ref: str
     sha: str
-    tree: Path
+    tree: Path | None
+    image: str | None = None
 
 
 @dataclass
@@ -125,11 +140,20 @@ class Campaign:
         if cfg.runs < 2:
             raise UserError("--runs: a campaign needs at least 2 runs per side")
         self.cfg = cfg
-        self.repo = repo_root(cfg.repo)
-        self.shas = {
-            "base": resolve(self.repo, cfg.base_ref),
-            "head": resolve(self.repo, cfg.head_ref),
-        }
+        self.images = {"base": cfg.base_image, "head": cfg.head_image}
+        if (cfg.base_image is None) != (cfg.head_image is None):
+            raise UserError("--base-image and --head-image: give both (image mode) or neither")
+        if self.image_mode:
+            # The images are the code; the refs only name the commits they were built from
+            # (no repository is read).
+            self.repo = cfg.repo
+            self.shas = {"base": cfg.base_ref, "head": cfg.head_ref}
+        else:
+            self.repo = repo_root(cfg.repo)
+            self.shas = {
+                "base": resolve(self.repo, cfg.base_ref),
+                "head": resolve(self.repo, cfg.head_ref),
+            }
         if cfg.out.exists() and any(cfg.out.iterdir()):
             raise UserError(f"{cfg.out}: not empty (choose a new --out)")
         cfg.out.mkdir(parents=True, exist_ok=True)
@@ -137,15 +161,56 @@ class Campaign:
         self.rounds: list[dict[str, Any]] = []
         self.started = datetime.now(UTC).isoformat(timespec="seconds")
         self.manifest: dict[str, Any] = {}
+        self.cut_short = False
+
+    def _past_deadline(self, done_rounds: int) -> bool:
+        """Stop before a round pair once the deadline passed (never before 2 rounds a side)."""
+        if self.cfg.deadline is None or done_rounds < 2 or time.monotonic() < self.cfg.deadline:
+            return False
+        self.cut_short = True
+        self.cfg.log(f"deadline: no round starts after {done_rounds} rounds a side")
+        return True
+
+    @property
+    def image_mode(self) -> bool:
+        return self.cfg.base_image is not None
 
     # -- rounds ---------------------------------------------------------------------------
 
+    def _round_process(self, side: Side) -> tuple[list[str], dict[str, str], Path]:
+        """The round's `collect` options, environment and working directory for its mode."""
+        env = measured_code_environment()
+        if side.image is not None:
+            # The host's pinned collectbot starts the container: its own code and the engine's
+            # address; the container gets only the allow-listed variables (bot/images).
+            env.update({k: v for k, v in os.environ.items() if k.startswith("DOCKER_")})
+            if "PYTHONPATH" in os.environ:
+                env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+            timeout = (
+                []
+                if self.cfg.round_timeout_s is None
+                else [
+                    "--container-timeout",
+                    str(int(self.cfg.round_timeout_s)),
+                ]
+            )
+            return ["--image", side.image, *self.cfg.container_args, *timeout], env, self.cfg.out
+        # The round runs the ref's own collector (a pull request's code): no secrets.
+        assert side.tree is not None
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(side.tree), env.get("PYTHONPATH", "")) if p
+        )
+        env["COLLECTBOT_GIT_SHA"] = side.sha
+        return [], env, side.tree
+
     def _collect(self, side: Side, round_dir: Path, args: list[str], phase: str) -> RunRecord:
+        mode_args, env, cwd = self._round_process(side)
         cmd = [
             self.cfg.python,
             "-m",
             "bot",
             "collect",
+            *mode_args,
             *self.cfg.collect_args,
             *args,
             *(self.cfg.head_args if side.name == "head" else []),
@@ -157,12 +222,6 @@ class Campaign:
             "--out",
             str(round_dir),
         ]
-        # The round runs the ref's own collector (a pull request's code): no secrets.
-        env = measured_code_environment()
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(side.tree), env.get("PYTHONPATH", "")) if p
-        )
-        env["COLLECTBOT_GIT_SHA"] = side.sha
         round_dir.parent.mkdir(parents=True, exist_ok=True)
         log_path = round_dir.parent / f"{round_dir.name}.log"
         t0 = time.monotonic()
@@ -170,7 +229,7 @@ class Campaign:
             try:
                 proc = subprocess.run(
                     cmd,
-                    cwd=side.tree,
+                    cwd=cwd,
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -188,7 +247,16 @@ class Campaign:
                 f"({code}) without a run record: {tail[0][:300]} (log: {log_path})"
             )
         record = read_record(round_dir)
+        image = record.meta.get("image") or {}
+        if side.image is not None and image.get("ref") != side.image:
+            raise UserError(
+                f"{round_dir / RUN_JSON}: image {image.get('ref')!r} is not the {side.name} "
+                f"side's {side.image!r}"
+            )
         identity = device_identity(record.meta)
+        if side.image is not None and identity.get("kind") != "cuda":
+            # Each container has its own host name; it runs on this driver's host.
+            identity["host"] = "(this host)"
         if self.identity is None:
             self.identity = identity
         elif identity != self.identity:
@@ -206,6 +274,7 @@ class Campaign:
                 "status": record.status,
                 "seconds": round(seconds, 2),
                 "run_json_sha256": sha256_file(round_dir / RUN_JSON),
+                **({"image": side.image, "image_id": image.get("digest")} if side.image else {}),
                 "command": ["python", *cmd[1:]],
             }
         )
@@ -222,6 +291,8 @@ class Campaign:
         """`rounds` alternating rounds (A B, B A, ...), merged per side into root/<side>-run."""
         done: dict[str, list[RunRecord]] = {name: [] for name in SIDES}
         for r in range(rounds):
+            if self._past_deadline(r):
+                break
             order = SIDES if (first_round + r) % 2 == 0 else tuple(reversed(SIDES))
             for name in order:
                 round_dir = root / "rounds" / name / f"round-{r:02d}"
@@ -237,6 +308,7 @@ class Campaign:
                         "ref": sides[name].ref,
                         "sha": sides[name].sha,
                         "phase": root.name,
+                        **({"image": sides[name].image} if sides[name].image else {}),
                     },
                     "git_sha": sides[name].sha,
                     "command": self.cfg.command,
@@ -253,6 +325,9 @@ class Campaign:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="collectbot-ab-")))
             sides = {}
             for name, ref in (("base", cfg.base_ref), ("head", cfg.head_ref)):
+                if self.image_mode:
+                    sides[name] = Side(name, ref, self.shas[name], None, self.images[name])
+                    continue
                 tree = stack.enter_context(worktree(self.repo, self.shas[name], tmp / name))
                 sides[name] = Side(name, ref, self.shas[name], tree)
             main = self._phase(sides, cfg.runs, 0, cfg.out / "main", cfg.selection_args)
@@ -261,7 +336,7 @@ class Campaign:
             first = compare_runs(base, head, cfg.settings, baseline)
             first.write(cfg.out / "first-pass")
             confirm: tuple[RunRecord, RunRecord] | None = None
-            keys = self._to_confirm(first)
+            keys = [] if self._past_deadline(cfg.runs) else self._to_confirm(first)
             if keys:
                 selector = selector_for_keys(first.cases, keys)
                 CaseSelector.parse(selector, option="confirmation selector")
@@ -316,21 +391,25 @@ class Campaign:
             "status": status,
             "started_at": self.started,
             "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "repo": str(self.repo),
-            "base": {"ref": cfg.base_ref, "sha": self.shas["base"]},
-            "head": {"ref": cfg.head_ref, "sha": self.shas["head"]},
+            "repo": None if self.image_mode else str(self.repo),
+            "mode": "image" if self.image_mode else "worktree",
+            "base": {"ref": cfg.base_ref, "sha": self.shas["base"], "image": cfg.base_image},
+            "head": {"ref": cfg.head_ref, "sha": self.shas["head"], "image": cfg.head_image},
             "device": cfg.device,
             "device_identity": self.identity,
             "runs_per_side": cfg.runs,
             "confirm": cfg.confirm,
             "confirm_runs": cfg.confirm_runs or cfg.runs,
-            "schedule": "alternating rounds A B B A ...; each round one collect process per side",
+            "schedule": "alternating rounds A B B A ...; each round one collect process per side"
+            + (" (collect --image: the side's image)" if self.image_mode else ""),
+            "container_args": cfg.container_args,
             "collect_args": cfg.collect_args,
             "selection_args": cfg.selection_args,
             "head_args": cfg.head_args,
             "settings": cfg.settings.to_json(),
             "command": cfg.command,
             "rounds": self.rounds,
+            "cut_short": self.cut_short,
         }
         if status == "complete":
             self.manifest["recompute"] = self.recompute_command(confirmed)

@@ -8,8 +8,10 @@ from typing import Annotated
 
 import typer
 
+from bot.commands.trust_option import TrustOpt
 from bot.compare.stats import Settings
 from bot.errors import one_line_errors
+from bot.images.sandbox import Limits
 from bot.options import settings_options
 from collector.errors import UserError
 from collector.settings import cli_args
@@ -20,6 +22,9 @@ ROUND_PROTOCOL = ("samples", "warmup", "target_sample_ms", "idle_ratio", "use_gr
 ROUND_SETTINGS = ("min_effect", "noise_mult", "alpha", "seed")
 DEFAULT_PROTOCOL = Protocol()
 DEFAULT_SETTINGS = Settings()
+# The container limits an image-mode round forwards to `collect --image` (as collect has them).
+ROUND_LIMITS = ("memory", "cpus", "shm_size")
+DEFAULT_LIMITS = Limits()
 
 
 def _flag(name: str, value: object, default: object) -> list[str]:
@@ -29,10 +34,38 @@ def _flag(name: str, value: object, default: object) -> list[str]:
 @one_line_errors
 @settings_options(Settings, "settings", ROUND_SETTINGS)
 @settings_options(Protocol, "protocol", ROUND_PROTOCOL)
+@settings_options(Limits, "limits", ROUND_LIMITS)
 def campaign(
-    base: Annotated[str, typer.Option("--base", help="Git ref of the baseline collector (A).")],
-    head: Annotated[str, typer.Option("--head", help="Git ref of the candidate collector (B).")],
     out: Annotated[Path, typer.Option("--out", help="Campaign directory to write (new or empty).")],
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base",
+            help="Git ref of the baseline collector (A); with --base-image, only the commit "
+            "its image was built from.",
+        ),
+    ] = None,
+    head: Annotated[
+        str | None,
+        typer.Option(
+            "--head",
+            help="Git ref of the candidate collector (B); with --head-image, only the commit "
+            "its image was built from.",
+        ),
+    ] = None,
+    base_image: Annotated[
+        str | None,
+        typer.Option(
+            help="Image mode: run each base round in this image (collect --image); needs "
+            "--head-image, makes no worktree."
+        ),
+    ] = None,
+    head_image: Annotated[
+        str | None,
+        typer.Option(help="Image mode: run each head round in this image (collect --image)."),
+    ] = None,
+    limits: Limits = DEFAULT_LIMITS,
+    trust: TrustOpt = "untrusted",
     repo: Annotated[
         Path, typer.Option(help="The collector's git repository (default: the current one).")
     ] = Path("."),
@@ -100,6 +133,14 @@ def campaign(
         raise UserError(f"--baseline-kind: {baseline_kind!r} is not one of {BASELINE_KINDS}")
     if cases is not None and not cases.is_file():
         raise UserError(f"{cases}: case file not found")
+    image_mode = base_image is not None or head_image is not None
+    if image_mode and (base_image is None or head_image is None):
+        raise UserError("--base-image and --head-image: give both (image mode) or neither")
+    if not image_mode and (base is None or head is None):
+        raise UserError("--base and --head: give both git refs (or --base-image and --head-image)")
+    container_args = ["--trust", trust, *cli_args(limits, ROUND_LIMITS)] if image_mode else []
+    if not image_mode and limits != DEFAULT_LIMITS:
+        raise UserError("--memory, --cpus, --shm-size: only with --base-image and --head-image")
     collect_args = ["--backend", backend, "--ops", ops]
     if cases is not None:
         collect_args += ["--cases", str(cases.resolve())]
@@ -112,9 +153,12 @@ def campaign(
     console_err = (lambda line: None) if quiet else (lambda line: typer.echo(line, err=True))
     cfg = CampaignConfig(
         repo=repo,
-        base_ref=base,
-        head_ref=head,
+        base_ref=base or "",
+        head_ref=head or "",
         out=out,
+        base_image=base_image,
+        head_image=head_image,
+        container_args=container_args,
         runs=runs,
         device=device,
         collect_args=collect_args,

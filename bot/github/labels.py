@@ -7,12 +7,14 @@
   ending in `_<word>` (`attention` = `context_attention` + `generation_attention`). Without a
   scope, every op the backend collects by default.
 - `<case-set>`: a named case set (`smoke`, `default`); without one, `default`.
-- `<baseline>`: what the run is compared with: `store` (the default: the latest stored run of
-  the base branch) or `paired` (a paired A/B campaign of the PR against its base on one GPU,
-  the trustworthy form; slower, never sharded).
+- `<baseline>`: what the run is compared with: `paired` (the default: a paired A/B campaign
+  of the PR against its merge base on one GPU, same-GPU by construction; about twice a
+  single collection's device time, docs/fleet.md) or `store` (the latest stored run of the
+  base branch: a same-GPU entry when the store has one, else compared across GPUs through
+  the calibration panels, which the headline says).
 
 Examples: `collect/vllm`, `collect/vllm:gemm`, `collect/vllm:gemm+attention@smoke`,
-`collect/vllm:gemm~paired`.
+`collect/vllm:gemm~store`.
 Label names are matched case-insensitively, as GitHub does. A label that starts with
 `collect/` but breaks the grammar is reported, never silently ignored.
 """
@@ -40,7 +42,7 @@ class TriggerLabel:
     backend: str
     ops: tuple[str, ...]  # empty: the backend's default scope
     case_set: str
-    baseline: str = "store"
+    baseline: str = "paired"
 
     @property
     def scope_text(self) -> str:
@@ -69,7 +71,7 @@ def parse_label(name: str, *, backends: Iterable[str], ops: Iterable[str]) -> Tr
         return None
     label = name.strip()
     rest = label[len(PREFIX) :].lower()
-    baseline = "store"
+    baseline = "paired"
     if "~" in rest:
         rest, baseline = rest.split("~", 1)
         if baseline not in BASELINES:

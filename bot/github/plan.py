@@ -298,13 +298,17 @@ def decide_dispatch(
     scope = "+".join(w for w in text("ops").replace(",", "+").split("+") if w.strip())
     label = f"collect/{text('backend')}"
     label += f":{scope}" if scope else ""
-    label += f"@{text('case_set', 'default')}~{text('baseline', 'store')}"
+    base = text("base") or None
+    # `auto` (the default): paired when a `base` is given, else the stored baseline.
+    baseline = text("baseline", "auto")
+    if baseline.lower() == "auto":
+        baseline = "paired" if base else "store"
+    label += f"@{text('case_set', 'default')}~{baseline}"
     try:
         trigger = parse_label(label, backends=backends, ops=ops)
     except LabelError as exc:
         return Plan(trigger=False, code=BAD_INPUT, reason=str(exc), label=label, **common)
     assert trigger is not None
-    base = text("base") or None
     if not head_sha:
         return Plan(
             trigger=False,
