@@ -251,3 +251,30 @@ def test_a_shards_full_plan_is_rebuilt_with_its_backend(tmp_path: Path) -> None:
     assert rebuilt is not None and rebuilt["plan_hash"] == plan.hash
     older = full_plan_of({k: v for k, v in meta.items() if k != "attn_backend"})
     assert older is not None and not any("attn_backend" in k for k in older["case_keys"])
+
+
+def test_a_confirmation_selector_tells_backends_of_one_shape_apart() -> None:
+    """The campaign's confirmation pass selects flagged cases by their fields: a case at the
+    default backend must not pull in its siblings that name another one (and back)."""
+    from bot.campaign.runner import selector_for_keys
+    from bot.compare.latency import CaseTable
+    from collector.ops import get_op
+
+    cases = [
+        Case.build("generation_attention", attention_params()),
+        Case.build("generation_attention", attention_params(attn_backend="FLASHINFER")),
+        Case.build("generation_attention", attention_params(attn_backend="FLASH_ATTN")),
+    ]
+    spec = get_op("generation_attention")
+    rows = [spec.with_defaults(c.params) for c in cases]
+    names = [*spec.field_names, *(f.name for f in spec.optional)]
+    table = CaseTable(
+        {
+            "key": np.array([c.key for c in cases], dtype=object),
+            "op": np.array([c.op for c in cases], dtype=object),
+        },
+        [(n, np.array([r.get(n) for r in rows], dtype=object)) for n in names],
+    )
+    for case in cases:
+        selector = CaseSelector.parse(selector_for_keys(table, [case.key]))
+        assert [c.key for c in cases if selector.matches(c)] == [case.key]

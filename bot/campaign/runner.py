@@ -123,9 +123,18 @@ def selector_for_keys(table: CaseTable, keys: list[str]) -> str:
     for key in keys:
         i = index[key]
         op = str(table["op"][i])
+        spec = get_op(op)
         parts = [f"op={op}"]
-        for name in get_op(op).field_names:
-            value = str(fields[name][i])
+        values = [(name, fields[name][i]) for name in spec.field_names]
+        # An optional field (e.g. attn_backend) only where some case sets it: a collector
+        # that predates the field then never sees it, and a case at the default is told
+        # apart from its siblings that name another value.
+        for opt in spec.optional:
+            column = fields.get(opt.name)
+            if column is not None and any(v not in (None, opt.default) for v in column):
+                values.append((opt.name, column[i] if column[i] is not None else opt.default))
+        for name, raw in values:
+            value = str(raw)
             if _SELECTOR_SPECIALS & set(value) or not value.strip():
                 raise UserError(f"case {key!r}: field {name}={value!r} cannot be selected")
             parts.append(f"{name}={value}")
