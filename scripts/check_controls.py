@@ -306,7 +306,7 @@ CONTROLS = [
     Control(
         "S12",
         "the PR is found from the run's head branch and SHA only",
-        (edit("bot/commands/publish.py", "            target = _pr_for_run(api, run_event)", "            target = api.pull(run_event.pull_requests[0]) if run_event.pull_requests else _pr_for_run(api, run_event)"),),
+        (edit("bot/commands/publish.py", "            target = the_pull_of_run(api, run_event)", "            target = api.pull(run_event.pull_requests[0]) if run_event.pull_requests else the_pull_of_run(api, run_event)"),),
         ("tests/test_security.py::test_a_pr_number_in_the_event_is_never_used",),
     ),
     Control(
@@ -354,7 +354,7 @@ CONTROLS = [
     Control(
         "S13",
         "the comment must be for the measured commit",
-        (edit("bot/commands/publish.py", "    if expected and marked and marked != expected:", "    if False:"),),
+        (edit("bot/github/publish.py", "    if expected and marked and marked != expected:", "    if False:"),),
         ("tests/test_security.py::test_a_comment_rendered_for_another_commit_is_refused",),
     ),
     Control(

@@ -180,8 +180,9 @@ def publish(
     try:
         if run_event is not None:
             from bot.github.approval import check_approval
+            from bot.github.deliver import the_pull_of_run
 
-            target = _pr_for_run(api, run_event)
+            target = the_pull_of_run(api, run_event)
             # A workflow run's comment: approved by a maintainer's label, GitHub says so.
             check_approval(api, target, run_event, labels[0] if labels else None)
         else:
@@ -192,16 +193,10 @@ def publish(
             f"GitHub API failed while reading the pull request on {repo_name}: "
             f"{describe_api_error(exc)}; the rendered comment is at {comment}"
         ) from None
-    # The commit the run measured, from a trusted source: the workflow_run event (GitHub
-    # wrote it) or the plan. The rendered comment may have travelled through an untrusted
-    # job: if its marker names another commit, its status would land on that commit.
+    from bot.github.publish import check_marker_head
+
     expected = (run_event.head_sha if run_event else None) or (plan_data or {}).get("head_sha")
-    marked = rendered.meta.marker.head_sha
-    if expected and marked and marked != expected:
-        raise UserError(
-            f"{comment}: the comment's marker names head {marked[:12]}, but the run measured "
-            f"{str(expected)[:12]} (render it again with --head-sha {expected})"
-        )
+    check_marker_head(rendered, expected, comment)
     opts = PublishOptions(
         check=check,
         remove_labels=labels,
@@ -315,21 +310,6 @@ def _publish_result(
         if done.report.labels_removed:
             typer.echo(f"labels removed: {', '.join(done.report.labels_removed)}")
         raise_for_errors(done.report, done.rendered)
-
-
-def _pr_for_run(api: Any, run: Any) -> Any:
-    """The one open PR from the run's head repository and branch at its head SHA; never a
-    number the PR's code wrote, nor a PR someone else opened on the same commit."""
-    from bot.github.deliver import branch_text, pulls_of_run
-
-    matches = pulls_of_run(api, run)
-    if len(matches) != 1:
-        found = ", ".join(f"#{p.number}" for p in matches) or "none"
-        raise UserError(
-            f"--event: expected one open pull request from {branch_text(run)} at "
-            f"{run.head_sha[:12]} on {api.repo}, found {found}"
-        )
-    return matches[0]
 
 
 def _report_json(result: Any) -> dict[str, Any]:

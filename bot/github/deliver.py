@@ -87,6 +87,19 @@ def pulls_of_run(api: RepoApi, event: WorkflowRunEvent) -> list[PullRequest]:
     return matches
 
 
+def the_pull_of_run(api: RepoApi, event: WorkflowRunEvent) -> PullRequest:
+    """The one open PR from the run's head repository and branch at its head SHA; never a
+    number the PR's code wrote, nor a PR someone else opened on the same commit."""
+    matches = pulls_of_run(api, event)
+    if len(matches) != 1:
+        found = ", ".join(f"#{p.number}" for p in matches) or "none"
+        raise UserError(
+            f"--event: expected one open pull request from {branch_text(event)} at "
+            f"{event.head_sha[:12]} on {api.repo}, found {found}"
+        )
+    return matches[0]
+
+
 def branch_text(event: WorkflowRunEvent) -> str:
     """The run's head repository and branch for a message (a branch name is anyone's text)."""
     return repr(f"{event.head_repo or '(deleted)'}:{event.head_branch}")[:160]
