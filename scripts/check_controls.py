@@ -352,6 +352,12 @@ CONTROLS = [
         ("tests/test_result_publish.py::test_a_second_pull_request_on_the_same_commit_neither_blocks_nor_receives",),
     ),
     Control(
+        "S65",
+        "a PR's runs are kept under the number GitHub resolved, one namespace per PR",
+        (edit("bot/github/pull_history.py", "slug(name), str(int(number))])", "slug(name)])"),),
+        ("tests/test_pull_history.py::test_another_pulls_run_is_kept_under_its_own_number_and_never_taken_as_this_ones",),
+    ),
+    Control(
         "S13",
         "the comment must be for the measured commit",
         (edit("bot/github/publish.py", "    if expected and marked and marked != expected:", "    if False:"),),

@@ -249,14 +249,18 @@ def test_pull_request_jobs_never_write_the_store() -> None:
     }
     assert 'access="${COLLECTBOT_SETUP_ACCESS:-read}"' in setup
     assert "COLLECTBOT_STORE_ACCESS=$access" in setup
-    # Only the baseline's store job may write, and only there is `store put`.
-    writers = [
+    # Only the baseline's store job may write baselines (only there is `store put`), and the
+    # publisher (GitHub-hosted, default branch's code) the PRs' namespaces.
+    writers = sorted(
         (name, job_id)
         for name, doc in WORKFLOWS.items()
         for job_id, access in _store_access(doc).items()
         if access != "read"
-    ]
-    assert writers == [("collectbot-baseline.yml", "store")], writers
+    )
+    assert writers == [
+        ("collectbot-baseline.yml", "store"),
+        ("collectbot-publish.yml", "publish"),
+    ], writers
     puts = [
         (name, where)
         for name, doc in WORKFLOWS.items()
@@ -291,7 +295,8 @@ def test_the_publisher_reads_results_only_from_the_finished_runs_artifacts() -> 
     doc = WORKFLOWS["collectbot-publish.yml"]
     for where, step in steps_of(doc):
         if step.get("name") == SETUP:
-            assert "STORE" not in step["env"] and 'store=""' in step["run"], where
+            # The store only for the PR's previous runs (pulls/), never for the result.
+            assert step["env"]["STORE"] == "${{ vars.COLLECTBOT_STORE }}", where
     fetch = [s for _, s in steps_of(doc) if "download-artifact" in str(s.get("uses") or "")]
     assert [s["with"]["run-id"] for s in fetch] == ["${{ github.event.workflow_run.id }}"]
     assert all("if" not in s for s in fetch)

@@ -97,6 +97,15 @@ def publish(
     timeout: Timeout = 15.0,
     retries: Retries = 8,
     bot_login: BotLogin = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="COLLECTBOT_STORE",
+            help="With --result: the run store whose pulls/ namespace keeps each PR's runs, "
+            "for the comment's 'since the previous run of this PR' (env COLLECTBOT_STORE).",
+        ),
+    ] = None,
 ) -> None:
     """Post or update the bot's sticky comment and set the verdict on the commit.
 
@@ -138,6 +147,7 @@ def publish(
             timeout=timeout,
             retries=retries,
             bot_login=bot_login,
+            store=store or None,
         )
         return
     if comment is None:
@@ -233,6 +243,7 @@ def _publish_result(
     details_url: str | None,
     summary: Path | None,
     report: Path | None,
+    store: str | None,
     **conn: Any,
 ) -> None:
     """The trusted side of the fork-safe split: verify, bind, render, publish."""
@@ -277,6 +288,7 @@ def _publish_result(
         bot_login=bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None,
         details_url=details_url,
         summary_path=summary or summary_path_from_env(),
+        store=store,
     )
     url = run_event.html_url if run_event.html_url.startswith("https://") else None
     # The rendered comment stays on disk (its path is in any error), as with COMMENT.
@@ -303,6 +315,8 @@ def _publish_result(
 
     where = f" (#{done.pr})" if done.pr else ""
     typer.echo(clean(f"{done.action}: {done.detail}", 600) + where)
+    for warning in done.warnings:
+        typer.echo(f"warning: {clean(warning, 600)}".replace("\n", " "), err=True)
     if done.report is not None and done.rendered is not None:
         if done.report.comment:
             c = done.report.comment

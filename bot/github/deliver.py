@@ -37,6 +37,7 @@ from bot.github.plan import (
 from bot.github.publish import PublishOptions, PublishReport, publish
 from bot.render.rendered import Rendered, load_rendered
 from bot.result_bundle import COMPARISON_JSON, LOG_TXT, RUN_DIR, ResultBundle
+from bot.store import RunStore
 from collector.errors import UserError
 
 
@@ -181,7 +182,11 @@ def trusted_skip_plan(api: RepoApi, pull: PullRequest, bundle: ResultBundle) -> 
 
 
 def render_bundle(
-    bundle: ResultBundle, out: Path, head_sha: str, artifacts_url: str | None
+    bundle: ResultBundle,
+    out: Path,
+    head_sha: str,
+    artifacts_url: str | None,
+    since: dict[str, Any] | None = None,
 ) -> Path:
     """Render the comment of a comparison or run bundle with this (trusted) code."""
     from bot.render.comment import RenderOptions, render_comment, render_run_comment
@@ -195,6 +200,7 @@ def render_bundle(
         gpu=marker.get("gpu"),
         run_id=marker.get("run_id"),
         started_at=marker.get("started_at"),
+        since_previous=since,
     )
     comment = out / "comment.md"
     if bundle.kind == "comparison":
@@ -246,7 +252,10 @@ def deliver(
         )
     # Before anything is posted: did a maintainer approve this run? GitHub says, not the bundle.
     approval = check_approval(api, pull, event, bundle.plan.get("label")) if pull else None
-    comment = render_bundle(bundle, workdir, event.head_sha, artifacts_url)
+    warnings: list[str] = []
+    history = _pull_history(opts, api.repo, pull, bundle) if pull else None
+    since = _since_previous(history, bundle, workdir, warnings) if history else None
+    comment = render_bundle(bundle, workdir, event.head_sha, artifacts_url, since)
     rendered = load_rendered(comment)
     if pull is None:
         if opts.summary_path is not None:
@@ -275,6 +284,51 @@ def deliver(
             summary_path=opts.summary_path,
         ),
     )
+    if history is not None and report.comment is not None and report.comment.action != "stale":
+        _remember(history, bundle, warnings)
     return Delivery(
-        "published", rendered.meta.headline, pr=pull.number, report=report, rendered=rendered
+        "published",
+        rendered.meta.headline,
+        pr=pull.number,
+        report=report,
+        rendered=rendered,
+        warnings=warnings,
     )
+
+
+def _pull_history(
+    opts: PublishOptions, repo: str, pull: PullRequest, bundle: ResultBundle
+) -> RunStore | None:
+    """The namespace of the PR GitHub resolved (never a number from the bundle), when a store
+    is configured and the bundle carries the run's record."""
+    if not opts.store or bundle.kind != "comparison":
+        return None
+    if not (bundle.file(RUN_DIR) / "run.json").is_file():
+        return None
+    from bot.github.pull_history import pull_store
+
+    return pull_store(opts.store, repo, pull.number)
+
+
+def _since_previous(
+    store: RunStore, bundle: ResultBundle, workdir: Path, warnings: list[str]
+) -> dict[str, Any] | None:
+    """The 'since the previous run of this PR' summary; a store problem is a warning only."""
+    from bot.compare.comparison import load_comparison
+    from bot.github.pull_history import settings_of, since_previous
+
+    settings = settings_of(load_comparison(bundle.file(COMPARISON_JSON)))
+    try:
+        return since_previous(store, bundle.file(RUN_DIR), settings, workdir)
+    except (UserError, OSError) as exc:
+        warnings.append(f"the PR's previous run could not be compared: {exc}")
+        return None
+
+
+def _remember(store: RunStore, bundle: ResultBundle, warnings: list[str]) -> None:
+    from bot.github.pull_history import remember
+
+    try:
+        remember(store, bundle.file(RUN_DIR))
+    except (UserError, OSError) as exc:
+        warnings.append(f"this run was not kept for the PR's next comparison: {exc}")

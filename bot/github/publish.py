@@ -35,6 +35,8 @@ class PublishOptions:
     bot_login: str | None = None
     details_url: str | None = None
     summary_path: Path | None = None
+    # The run store whose pulls/ namespace keeps each PR's runs (bot/github/pull_history.py).
+    store: str | None = None
 
 
 @dataclass
