@@ -358,6 +358,12 @@ CONTROLS = [
         ("tests/test_pull_history.py::test_another_pulls_run_is_kept_under_its_own_number_and_never_taken_as_this_ones",),
     ),
     Control(
+        "S66",
+        "the tracking issue is the bot's own (marker and author)",
+        (edit("bot/github/tracking.py", "if marker_key(i.body) == key and is_ours(i, bot_login)", "if marker_key(i.body) == key"),),
+        ("tests/test_tracking.py::test_a_red_baseline_opens_one_issue_the_next_updates_it_and_a_clean_one_closes_it",),
+    ),
+    Control(
         "S13",
         "the comment must be for the measured commit",
         (edit("bot/github/publish.py", "    if expected and marked and marked != expected:", "    if False:"),),
