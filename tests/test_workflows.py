@@ -275,7 +275,7 @@ def test_pull_request_jobs_never_write_the_store() -> None:
         for where, step in steps_of(doc)
         if writes.search(str(step.get("run") or ""))
     ]
-    assert puts == [("collectbot-baseline.yml", "jobs.store.steps[2]")], puts
+    assert puts == [("collectbot-baseline.yml", "jobs.store.steps[3]")], puts
 
 
 def test_baseline_shards_travel_only_between_the_baseline_runs_own_jobs() -> None:
