@@ -673,13 +673,8 @@ def test_a_second_label_after_new_commits_says_what_changed_since_the_previous_r
     """Label; push a commit that fixes the k=512 group and breaks n=512; label again: the
     comment's verdict is against main, and "since the previous run of this PR" lists the fix
     and the new group (the publisher kept the first run under PR 8's number)."""
-    _git(e2e.repo, "checkout", "-q", "-b", SECOND_BRANCH, "feature")
+    _git(e2e.repo, "branch", SECOND_BRANCH, "feature")
     first = e2e.head_sha  # k=512 raises
-    backend = e2e.repo / BACKEND_FILE
-    backend.write_text(backend.read_text().replace(BREAKAGE, EPILOGUE))
-    _git(e2e.repo, "commit", "-q", "-am", "fix the tiling, new epilogue")
-    second = _git(e2e.repo, "rev-parse", "HEAD")
-    _git(e2e.repo, "checkout", "-q", "main")
     server = _server(first, e2e.base_sha)
     server.add_pull(
         PullState(
@@ -695,6 +690,13 @@ def test_a_second_label_after_new_commits_says_what_changed_since_the_previous_r
         assert "published:" in published
         [comment] = server.issue_comments(SECOND_PR)
         assert "### Since the previous run of this PR" not in comment["body"]
+        # A new commit on the PR's branch: the tiling fixed, a new epilogue broken.
+        _git(e2e.repo, "checkout", "-q", SECOND_BRANCH)
+        backend = e2e.repo / BACKEND_FILE
+        backend.write_text(backend.read_text().replace(BREAKAGE, EPILOGUE))
+        _git(e2e.repo, "commit", "-q", "-am", "fix the tiling, new epilogue")
+        second = _git(e2e.repo, "rev-parse", "HEAD")
+        _git(e2e.repo, "checkout", "-q", "main")
         published = _pr_run(e2e, server, 704, second)
     assert "published:" in published, published[-3000:]
     assert not server.violations, "\n".join(server.violations[:10])

@@ -11,7 +11,10 @@ checking it:
 - the comment is rendered here, from a comparison that matches its schema or from a run
   record, never taken as markdown from the bundle;
 - a skipped plan's side effects are re-derived: a labeler said to lack write permission is
-  looked up again, and only trigger labels (`collect/...`) are ever removed.
+  looked up again, and only trigger labels (`collect/...`) are ever removed;
+- with a run store, the run's record is kept under the PR's number (the one resolved above)
+  after the comment is posted, and the next comment compares with it
+  (`bot/github/pull_history.py`).
 """
 
 from __future__ import annotations
