@@ -31,6 +31,7 @@ from bot.commands import (
     render,
     result,
     store,
+    track,
 )
 from bot.errors import EXIT_USER_ERROR, one_line
 
@@ -77,6 +78,7 @@ app.command()(render.render)
 app.command()(history.history)
 app.command()(history.site)
 app.add_typer(store.store_app, name="store")
+app.command()(track.track)
 
 
 # Click's exception classes, from the module Typer raises them from (Typer vendors its own

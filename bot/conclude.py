@@ -235,7 +235,9 @@ def conclude(opts: ConcludeOptions) -> Concluded:
         workflow_run_id=opts.workflow_run_id,
         run_attempt=opts.run_attempt,
         comparison=cmp_dir if compared else None,
-        run=None if compared else run_dir,
+        # A comparison carries its run record too: the publisher keeps it as the PR's
+        # previous run for the next comparison (bot/github/pull_history.py).
+        run=run_dir,
         stage=stage,
         error=error,
         log=None if compared else opts.log,

@@ -14,11 +14,7 @@ any object store; the manifest holds the sha256 of every file and `get` verifies
 Retention keeps the newest N entries per key: the manifest goes first, so a reader never
 sees half an entry.
 
-The same root also carries stashes: directories handed from one CI job to the next (the
-shards of a run to the job that merges them, a result bundle to the publisher), under
-`<root>/stash/<name>/` with the same manifest-last rule and checksums. A name is a few
-path-safe segments (`runs/owner/repo/1234/shard-1`); stashing a name again replaces it (a
-re-run job), and stashes expire by age (`prune_stashes`).
+Jobs hand files to each other as their run's own artifacts, never through the store.
 
 Trust levels (docs/security.md): the store holds trusted data only, written by trusted jobs
 (the baseline workflow). A pull request's jobs get it read-only: their runners' credentials
@@ -35,8 +31,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from pathlib import Path, PurePosixPath
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from collector.errors import UserError
@@ -47,9 +43,6 @@ MARKER = "collectbot-store.json"
 MANIFEST = "manifest.json"
 DEFAULT_KEEP = 20
 _SLUG = re.compile(r"[^a-z0-9._+-]+")
-STASH_ROOT = "stash"
-_STASH_PART = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
-MAX_STASH_DEPTH = 8
 # `read` in a job's environment: this job may read the store, never write it.
 STORE_ACCESS_ENV = "COLLECTBOT_STORE_ACCESS"
 
@@ -349,122 +342,6 @@ class RunStore:
             (dest / file_name).write_bytes(data)
         return dest
 
-    # --- stashes: directories handed between CI jobs --------------------------------------
-    def _stash_path(self, name: str) -> str:
-        return self._join(STASH_ROOT, check_stash_name(name))
-
-    def stash(self, src: Path, name: str, label: str | None = None) -> Stash:
-        """Upload every file under `src` as stash `name` (replacing one of that name)."""
-        self._writable("stashing")
-        with self._denied_is_one_line("stashing"):
-            return self._stash(src, name, label)
-
-    def _stash(self, src: Path, name: str, label: str | None) -> Stash:
-        name = check_stash_name(name)
-        files = _relative_files(src)
-        self._ensure_marker()
-        path = self._stash_path(name)
-        if self.fs.exists(f"{path}/{MANIFEST}"):
-            self.drop(name)
-        if self.local:
-            self.fs.makedirs(path, exist_ok=True)
-        digests: dict[str, str] = {}
-        size = 0
-        for rel in files:
-            local = src / rel
-            digests[rel] = sha256_file(local)
-            size += local.stat().st_size
-            if self.local:
-                self.fs.makedirs(f"{path}/{PurePosixPath(rel).parent}", exist_ok=True)
-            self.fs.put_file(str(local), f"{path}/{rel}")
-        manifest = {
-            "format": STORE_FORMAT,
-            "kind": "stash",
-            "name": name,
-            "label": label,
-            "stored_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "files": digests,
-            "size_bytes": size,
-        }
-        self._write_atomic(f"{path}/{MANIFEST}", json.dumps(manifest, indent=1).encode())
-        return Stash(name, manifest)
-
-    def stashes(self, prefix: str = "") -> list[Stash]:
-        """Committed stashes whose name is `prefix` or lies under it, by name."""
-        root = self._join(STASH_ROOT)
-        base = self._join(STASH_ROOT, check_stash_name(prefix)) if prefix.strip("/") else root
-        if not self.fs.exists(base):
-            return []
-        out = []
-        for path in sorted(self.fs.find(base)):
-            path = str(path)
-            if not path.endswith(f"/{MANIFEST}"):
-                continue
-            name = path[len(root.rstrip("/")) + 1 : -len(MANIFEST) - 1]
-            try:
-                manifest = json.loads(self.fs.cat_file(path))
-            except ValueError:
-                continue
-            if not isinstance(manifest, dict) or manifest.get("kind") != "stash":
-                continue
-            if manifest.get("name") != name:
-                continue  # copied or moved by hand: not what its manifest says it is
-            out.append(Stash(name, manifest))
-        return out
-
-    def unstash(self, name: str, dest: Path) -> Path:
-        """Download stash `name` into `dest` (new or empty), verifying every checksum."""
-        name = check_stash_name(name)
-        path = self._stash_path(name)
-        try:
-            manifest = json.loads(self.fs.cat_file(f"{path}/{MANIFEST}"))
-        except FileNotFoundError:
-            raise UserError(f"{self.url}: no stash named {name!r}") from None
-        except ValueError as exc:
-            raise UserError(f"{self.url}: stash {name!r} has a damaged manifest ({exc})") from None
-        if dest.exists() and any(dest.iterdir()):
-            raise UserError(f"{dest}: not empty")
-        dest.mkdir(parents=True, exist_ok=True)
-        where = f"{self.url}: stash {name}"
-        for rel, digest in sorted((manifest.get("files") or {}).items()):
-            rel = _safe_relative(str(rel), where)
-            data = self.fs.cat_file(f"{path}/{rel}")
-            if _sha256_bytes(data) != digest:
-                raise UserError(
-                    f"{where}/{rel}: checksum mismatch "
-                    f"(manifest says {str(digest)[:12]}, store has {_sha256_bytes(data)[:12]})"
-                )
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        return dest
-
-    def drop(self, name: str) -> bool:
-        """Delete a stash, manifest first; False when there was none."""
-        self._writable("deleting a stash")
-        path = self._stash_path(name)
-        if not self.fs.exists(path):
-            return False
-        if self.fs.exists(f"{path}/{MANIFEST}"):
-            self.fs.rm_file(f"{path}/{MANIFEST}")
-        self.fs.rm(path, recursive=True)
-        return True
-
-    def prune_stashes(self, older_than: timedelta, now: datetime | None = None) -> list[Stash]:
-        """Delete stashes stored longer ago than `older_than`."""
-        self._writable("expiring stashes")
-        cutoff = (now or datetime.now(UTC)) - older_than
-        doomed = []
-        for stash in self.stashes():
-            try:
-                stored = datetime.fromisoformat(str(stash.manifest.get("stored_at")))
-            except ValueError:
-                continue
-            if stored < cutoff:
-                self.drop(stash.name)
-                doomed.append(stash)
-        return doomed
-
     def prune(self, key: StoreKey, keep: int) -> list[Entry]:
         """Keep the newest `keep` entries of a key; delete the rest, manifest first."""
         self._writable("pruning stored runs")
@@ -477,58 +354,6 @@ class RunStore:
             self.fs.rm_file(f"{entry_path}/{MANIFEST}")
             self.fs.rm(entry_path, recursive=True)
         return doomed
-
-
-def check_stash_name(name: str) -> str:
-    """A stash name: 1 to 8 segments of letters, digits, `.`, `_`, `-`, joined by `/`."""
-    parts = name.strip("/").split("/")
-    if (
-        not name.strip("/")
-        or len(parts) > MAX_STASH_DEPTH
-        or any(not _STASH_PART.match(p) or p in (".", "..") for p in parts)
-    ):
-        raise UserError(
-            f"stash name {name!r}: use 1 to {MAX_STASH_DEPTH} segments of letters, digits, "
-            "'.', '_' or '-' separated by '/'"
-        )
-    return "/".join(parts)
-
-
-def _relative_files(src: Path) -> list[str]:
-    if not src.is_dir():
-        raise UserError(f"{src}: directory not found")
-    out = []
-    for path in sorted(src.rglob("*")):
-        if path.is_symlink():
-            raise UserError(f"{path}: a symbolic link; stashes hold plain files only")
-        if path.is_file():
-            out.append(path.relative_to(src).as_posix())
-    if not out:
-        raise UserError(f"{src}: no files to stash")
-    return out
-
-
-def _safe_relative(name: str, where: str) -> str:
-    rel = PurePosixPath(name)
-    if rel.is_absolute() or not rel.parts or any(p in ("", ".", "..") for p in rel.parts):
-        raise UserError(f"{where}: lists a bad file name {name!r}")
-    return rel.as_posix()
-
-
-@dataclass(frozen=True)
-class Stash:
-    name: str
-    manifest: dict[str, Any]
-
-    def summary(self) -> dict[str, Any]:
-        m = self.manifest
-        return {
-            "name": self.name,
-            "files": len(m.get("files") or {}),
-            "size_bytes": m.get("size_bytes"),
-            "stored_at": m.get("stored_at"),
-            "label": m.get("label"),
-        }
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

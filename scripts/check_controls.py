@@ -318,7 +318,7 @@ CONTROLS = [
     Control(
         "S12",
         "the PR is found from the run's head branch and SHA only",
-        (edit("bot/commands/publish.py", "            target = _pr_for_run(api, run_event)", "            target = api.pull(run_event.pull_requests[0]) if run_event.pull_requests else _pr_for_run(api, run_event)"),),
+        (edit("bot/commands/publish.py", "            target = the_pull_of_run(api, run_event)", "            target = api.pull(run_event.pull_requests[0]) if run_event.pull_requests else the_pull_of_run(api, run_event)"),),
         ("tests/test_security.py::test_a_pr_number_in_the_event_is_never_used",),
     ),
     Control(
@@ -364,9 +364,21 @@ CONTROLS = [
         ("tests/test_result_publish.py::test_a_second_pull_request_on_the_same_commit_neither_blocks_nor_receives",),
     ),
     Control(
+        "S65",
+        "a PR's runs are kept under the number GitHub resolved, one namespace per PR",
+        (edit("bot/github/pull_history.py", "slug(name), str(int(number))])", "slug(name)])"),),
+        ("tests/test_pull_history.py::test_another_pulls_run_is_kept_under_its_own_number_and_never_taken_as_this_ones",),
+    ),
+    Control(
+        "S66",
+        "the tracking issue is the bot's own (marker and author)",
+        (edit("bot/github/tracking.py", "if marker_key(i.body) == key and is_ours(i, bot_login)", "if marker_key(i.body) == key"),),
+        ("tests/test_tracking.py::test_a_red_baseline_opens_one_issue_the_next_updates_it_and_a_clean_one_closes_it",),
+    ),
+    Control(
         "S13",
         "the comment must be for the measured commit",
-        (edit("bot/commands/publish.py", "    if expected and marked and marked != expected:", "    if False:"),),
+        (edit("bot/github/publish.py", "    if expected and marked and marked != expected:", "    if False:"),),
         ("tests/test_security.py::test_a_comment_rendered_for_another_commit_is_refused",),
     ),
     Control(

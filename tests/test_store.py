@@ -196,139 +196,6 @@ def test_s3_store_against_a_moto_server(
         store.get(entry, tmp_path / "got")
 
 
-def _tree(root: Path, files: dict[str, bytes]) -> Path:
-    for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
-    return root
-
-
-def _stash_round_trip(store: RunStore, tmp_path: Path, rng: np.random.Generator) -> None:
-    """What the workflows do: shards stashed by two jobs, fetched together by a third."""
-    for i in (1, 2):
-        store.stash(_record(tmp_path / f"s{i}", rng, run_id=f"s{i}"), f"runs/o/r/77/shard-{i}")
-    store.stash(
-        _tree(tmp_path / "b", {"bundle.json": b"{}", "run/run.json": b"x"}), "bundles/o/r/77"
-    )
-    assert [s.name for s in store.stashes("runs/o/r/77")] == [
-        "runs/o/r/77/shard-1",
-        "runs/o/r/77/shard-2",
-    ]
-    got = store.unstash("runs/o/r/77/shard-2", tmp_path / "got2")
-    assert read_record(got).meta["run_id"] == "s2"
-    nested = store.unstash("bundles/o/r/77", tmp_path / "gotb")
-    assert (nested / "run" / "run.json").read_bytes() == b"x"
-    # Stashing a name again replaces it: a re-run job's shard wins, nothing of the old stays.
-    store.stash(_tree(tmp_path / "b2", {"bundle.json": b"{2}"}), "bundles/o/r/77")
-    again = store.unstash("bundles/o/r/77", tmp_path / "gotb2")
-    assert sorted(p.name for p in again.rglob("*")) == ["bundle.json"]
-    # Stashes never pass for stored runs (the baseline lookup ignores them).
-    assert store.entries() == []
-    assert store.drop("runs/o/r/77/shard-1") and not store.drop("runs/o/r/77/shard-1")
-    assert [s.name for s in store.stashes("runs")] == ["runs/o/r/77/shard-2"]
-
-
-def test_stash_round_trip_on_a_directory(tmp_path: Path, rng: np.random.Generator) -> None:
-    _stash_round_trip(RunStore(str(tmp_path / "store")), tmp_path, rng)
-
-
-def test_stash_checksums_names_and_expiry(tmp_path: Path, rng: np.random.Generator) -> None:
-    from datetime import UTC, datetime, timedelta
-
-    root = tmp_path / "store"
-    store = RunStore(str(root))
-    store.stash(_tree(tmp_path / "a", {"f.txt": b"hello"}), "x/1")
-    (root / "stash" / "x" / "1" / "f.txt").write_bytes(b"jello")
-    with pytest.raises(UserError, match=r"stash x/1/f.txt: checksum mismatch"):
-        store.unstash("x/1", tmp_path / "out")
-    for bad in ("", "../etc", "a/../b", "a b", "/".join("a" * 9)):
-        with pytest.raises(UserError, match="stash name"):
-            store.stash(tmp_path / "a", bad)
-    with pytest.raises(UserError, match="no stash named 'x/2'"):
-        store.unstash("x/2", tmp_path / "out2")
-    # A manifest that lists a path outside the stash is refused, not followed.
-    manifest = root / "stash" / "x" / "1" / MANIFEST
-    data = json.loads(manifest.read_text())
-    data["files"] = {"../../../escape": "0" * 64}
-    manifest.write_text(json.dumps(data))
-    with pytest.raises(UserError, match="bad file name"):
-        store.unstash("x/1", tmp_path / "out3")
-    # A stash copied by hand under another name is not what its manifest says: invisible.
-    import shutil
-
-    shutil.copytree(root / "stash" / "x" / "1", root / "stash" / "y" / "1")
-    assert [s.name for s in store.stashes()] == ["x/1"]
-    store.stash(_tree(tmp_path / "c", {"g": b"1"}), "z/new")
-    later = datetime.now(UTC) + timedelta(days=3)
-    assert [s.name for s in store.prune_stashes(timedelta(days=7), now=later)] == []
-    pruned = store.prune_stashes(timedelta(days=2), now=later)
-    assert sorted(s.name for s in pruned) == ["x/1", "z/new"]
-    assert store.stashes() == []
-
-
-def test_cli_stash_unstash_all_and_missing_ok(tmp_path: Path, rng: np.random.Generator) -> None:
-    store = str(tmp_path / "store")
-    for i in (1, 2):
-        rec = _record(tmp_path / f"s{i}", rng, run_id=f"s{i}")
-        result = runner.invoke(
-            app, ["store", "stash", str(rec), f"runs/9/shard-{i}", "--store", store]
-        )
-        assert result.exit_code == 0, result.output
-        assert json.loads(result.output)["name"] == f"runs/9/shard-{i}"
-    result = runner.invoke(
-        app,
-        ["store", "unstash", "runs/9", "--all", "--out", str(tmp_path / "sh"), "--store", store],
-    )
-    assert result.exit_code == 0, result.output
-    assert result.output.split() == [str(tmp_path / "sh" / f"shard-{i}") for i in (1, 2)]
-    result = runner.invoke(app, ["store", "stashes", "runs", "--store", store])
-    assert len(result.output.splitlines()) == 2
-    result = runner.invoke(
-        app,
-        ["store", "unstash", "runs/10", "--all", "--out", str(tmp_path / "n"), "--store", store],
-    )
-    assert result.exit_code == 2 and "no stash under 'runs/10'" in result.output
-    result = runner.invoke(
-        app,
-        [
-            "store",
-            "unstash",
-            "bundles/10",
-            "--missing-ok",
-            "--out",
-            str(tmp_path / "n"),
-            "--store",
-            store,
-        ],
-    )
-    assert result.exit_code == 0 and not (tmp_path / "n").exists()
-    result = runner.invoke(app, ["store", "drop", "runs/9", "--all", "--store", store])
-    assert result.output.split("\n")[:2] == ["dropped runs/9/shard-1", "dropped runs/9/shard-2"]
-
-
-@pytest.mark.slow
-def test_stashes_on_s3_against_a_moto_server(
-    tmp_path: Path,
-    rng: np.random.Generator,
-    s3_endpoint: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import s3fs
-
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    s3fs.S3FileSystem.clear_instance_cache()
-    fs = s3fs.S3FileSystem(endpoint_url=s3_endpoint)
-    fs.mkdir("handoff")
-    store = RunStore("s3://handoff/fleet")
-    _stash_round_trip(store, tmp_path, rng)
-    fs.pipe("handoff/fleet/stash/runs/o/r/77/shard-2/failures.json", b"[]\n ")
-    with pytest.raises(UserError, match="checksum mismatch"):
-        store.unstash("runs/o/r/77/shard-2", tmp_path / "tampered")
-
-
 def test_a_pull_requests_job_cannot_store_a_baseline(
     tmp_path: Path, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -338,16 +205,12 @@ def test_a_pull_requests_job_cannot_store_a_baseline(
     store = str(tmp_path / "store")
     base = _record(tmp_path / "base", rng, run_id="base")
     RunStore(store).put(base, ref="main")
-    RunStore(store).stash(base, "runs/o/r/1/shard-1")  # a baseline run's shard
     fake = _record(tmp_path / "fake", rng, factor=0.5, run_id="fake")
     monkeypatch.setenv("COLLECTBOT_STORE_ACCESS", "read")
     before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "store").rglob("*"))
     attempts = [
         ["store", "put", str(fake), "--store", store, "--ref", "main"],
-        ["store", "stash", str(fake), "runs/o/r/1/shard-1", "--store", store],
-        ["store", "drop", "runs/o/r/1", "--all", "--store", store],
         ["store", "prune", "--like", str(base), "--keep", "1", "--store", store],
-        ["store", "prune-stashes", "--older-than-days", "0", "--store", store],
     ]
     for args in attempts:
         result = runner.invoke(app, args)
@@ -409,7 +272,7 @@ def test_the_trusted_root_is_read_only_to_a_pull_requests_runner(
     stored = root / entry.key.path / entry.name / "gemm_perf.parquet"
     overwrite = _as_pr_runner("-c", f"open({str(stored)!r}, 'r+b').write(b'x')")
     assert overwrite.returncode != 0 and "PermissionError" in overwrite.stderr
-    new_dir = _as_pr_runner("-c", f"import os; os.mkdir({str(root / 'stash')!r})")
+    new_dir = _as_pr_runner("-c", f"import os; os.mkdir({str(root / 'pulls')!r})")
     assert new_dir.returncode != 0 and "PermissionError" in new_dir.stderr
     assert [e.run_id for e in RunStore(str(root)).entries(ref="main")] == ["base"]
     got = _as_pr_runner("-m", "bot", "store", "get", "--store", str(root), "--previous-for",

@@ -463,7 +463,8 @@ def test_a_result_planted_in_the_store_is_never_published(e2e: Env, tmp_path: Pa
     forged = tmp_path / "forged"
     make_result(forged, plan_path=tmp_path / "plan.json", workflow_run_id=victim,
                 repo=REPO, head_sha=e2e.head_sha, comparison=tmp_path / "c")  # fmt: skip
-    RunStore(str(e2e.store)).stash(forged, f"results/{REPO}/{victim}")
+    planted = e2e.store / "results" / REPO / str(victim)  # where a result could be read from
+    shutil.copytree(forged, planted)
     server = _server(e2e.head_sha, e2e.base_sha)
     with server.running():
         labelled = server.label(PR, LABEL, "Codertocat")  # so approval alone would not stop it
@@ -652,3 +653,132 @@ def test_the_baseline_uploads_its_history_site_for_pages(
     assert {"./index.html", "./style.css"} <= set(names), names[:20]
     pages = [n for n in names if re.search(r"/case-[0-9a-f]{16}\.html$", n)]
     assert pages, names[:20]
+
+
+# --- the previous run: of the same pull request, and of main (issue 19) -------------------
+SECOND_PR, SECOND_BRANCH = 8, "fix-and-break"
+EPILOGUE = (
+    "    def prepare(self, case: Case, device: str, l2_bytes: int) -> Prepared:\n"
+    '        if case.op == "gemm" and case.params["n"] == 512:\n'
+    '            raise RuntimeError("new epilogue: n=512 is not supported")\n'
+)
+MAIN_BREAKAGE = (
+    "    def prepare(self, case: Case, device: str, l2_bytes: int) -> Prepared:\n"
+    '        if case.op == "gemm" and case.params["m"] == 64:\n'
+    '            raise RuntimeError("merged on main: m=64 faults")\n'
+)
+BACKEND_FILE = Path("collector") / "backends" / "torch_backend.py"
+
+
+def _pr_run(e2e: Env, server: GitHubServer, run_id: int, sha: str) -> str:
+    """A maintainer labels PR 8 at `sha`; collection on that head, publisher on main."""
+    server.pulls[SECOND_PR].head_sha = sha
+    labelled = server.label(SECOND_PR, LABEL, "Codertocat")
+    conn = {"env": {"GITHUB_API_URL": server.url}, "secrets": {"GITHUB_TOKEN": BOT_TOKEN}}
+    event = _labeled(e2e, "Codertocat")
+    event["number"] = event["pull_request"]["number"] = SECOND_PR
+    event["pull_request"]["head"].update(sha=sha, ref=SECOND_BRANCH)
+    _git(e2e.repo, "checkout", "-q", SECOND_BRANCH)
+    try:
+        e2e.act("pull_request", "collect.yml", event, run_id, **conn)
+    finally:
+        _git(e2e.repo, "checkout", "-q", "main")
+    finished = _finished(e2e, run_id, "Codertocat", labelled)
+    finished["workflow_run"].update(head_sha=sha, head_branch=SECOND_BRANCH)
+    return e2e.act("workflow_run", "publish.yml", finished, run_id + 1, **conn)
+
+
+def test_a_second_label_after_new_commits_says_what_changed_since_the_previous_run(
+    e2e: Env, baseline: dict[str, Any]
+) -> None:
+    """Label; push a commit that fixes the k=512 group and breaks n=512; label again: the
+    comment's verdict is against main, and "since the previous run of this PR" lists the fix
+    and the new group (the publisher kept the first run under PR 8's number)."""
+    _git(e2e.repo, "branch", SECOND_BRANCH, "feature")
+    first = e2e.head_sha  # k=512 raises
+    server = _server(first, e2e.base_sha)
+    server.add_pull(
+        PullState(
+            number=SECOND_PR,
+            head_sha=first,
+            base_sha=e2e.base_sha,
+            head_repo=REPO,
+            head_ref=SECOND_BRANCH,
+        )
+    )
+    with server.running():
+        published = _pr_run(e2e, server, 702, first)
+        assert "published:" in published
+        [comment] = server.issue_comments(SECOND_PR)
+        assert "### Since the previous run of this PR" not in comment["body"]
+        # A new commit on the PR's branch: the tiling fixed, a new epilogue broken.
+        _git(e2e.repo, "checkout", "-q", SECOND_BRANCH)
+        backend = e2e.repo / BACKEND_FILE
+        backend.write_text(backend.read_text().replace(BREAKAGE, EPILOGUE))
+        _git(e2e.repo, "commit", "-q", "-am", "fix the tiling, new epilogue")
+        second = _git(e2e.repo, "rev-parse", "HEAD")
+        _git(e2e.repo, "checkout", "-q", "main")
+        published = _pr_run(e2e, server, 704, second)
+    assert "published:" in published, published[-3000:]
+    assert not server.violations, "\n".join(server.violations[:10])
+    [comment] = server.issue_comments(SECOND_PR)
+    body = comment["body"]
+    assert body.split("\n")[1].startswith("## ❌")  # against main: the epilogue group is new
+    since = body[body.index("### Since the previous run of this PR") :]
+    since = since[: since.index("### Failure groups")]
+    # One group per dtype (bfloat16, float32) of each breakage.
+    fixed = [ln for ln in since.splitlines() if ln.startswith("| ✔️ fixed")]
+    new = [ln for ln in since.splitlines() if ln.startswith("| 🆕 new")]
+    assert len(fixed) == 2 and all("new tiling" in ln for ln in fixed), since
+    assert len(new) == 2 and all("new epilogue" in ln for ln in new), since
+    against_main = body[body.index("### Failure groups") :].split("### Coverage")[0]
+    assert "new epilogue" in against_main and "new tiling" not in against_main
+    # Kept by the publisher under PR 8's number; main's baselines untouched.
+    pulls = RunStore(f"{e2e.store}/pulls/codertocat/hello-world/{SECOND_PR}")
+    assert len(pulls.entries()) == 2
+    assert [e.run_id for e in RunStore(str(e2e.store)).entries()] == [baseline["run_id"]]
+
+
+def _baseline_run(e2e: Env, server: GitHubServer, run_id: int) -> str:
+    sha = _git(e2e.repo, "rev-parse", "HEAD")
+    data = payload("push")
+    data.update(ref="refs/heads/main", before="0" * 40, after=sha)
+    data["repository"]["full_name"] = REPO
+    data["repository"].update(default_branch="main", master_branch="main")
+    conn = {"env": {"GITHUB_API_URL": server.url}, "secrets": {"GITHUB_TOKEN": BOT_TOKEN}}
+    return e2e.act("push", "baseline.yml", data, run_id=run_id, **conn)
+
+
+def test_a_baseline_that_adds_a_failure_group_opens_the_tracking_issue_the_next_clean_one_closes_it(
+    e2e: Env, baseline: dict[str, Any]
+) -> None:
+    """Main compared with its previous baseline. The repository's thresholds (a config file
+    on main) leave latency noise out of the verdict, so red and clean come from the groups."""
+    _git(e2e.repo, "checkout", "-q", "main")
+    config = e2e.repo / ".github" / "collectbot.yml"
+    config.write_text("min_effect: 5.0\n")
+    backend = e2e.repo / BACKEND_FILE
+    original = backend.read_text()
+    anchor = "    def prepare(self, case: Case, device: str, l2_bytes: int) -> Prepared:\n"
+    backend.write_text(original.replace(anchor, MAIN_BREAKAGE))
+    _git(e2e.repo, "add", "-A")
+    _git(e2e.repo, "commit", "-q", "-m", "a regression merged to main")
+    broken = _git(e2e.repo, "rev-parse", "HEAD")
+    server = _server(e2e.head_sha, e2e.base_sha)
+    with server.running():
+        log = _baseline_run(e2e, server, 801)
+        assert "tracking issue: opened" in log, log[-4000:]
+        [issue] = server.issues.values()
+        assert issue["state"] == "open" and issue["user"].login == "github-actions[bot]"
+        assert "merged on main" in issue["body"]
+        assert [(s["sha"], s["state"]) for s in server.statuses] == [(broken, "failure")]
+        backend.write_text(original)
+        _git(e2e.repo, "commit", "-q", "-am", "revert the regression")
+        fixed = _git(e2e.repo, "rev-parse", "HEAD")
+        log = _baseline_run(e2e, server, 811)
+        assert "tracking issue: closed" in log, log[-4000:]
+    assert not server.violations, "\n".join(server.violations[:10])
+    [issue] = server.issues.values()  # the same issue, updated
+    assert issue["state"] == "closed" and "is clean again" in issue["body"]
+    assert server.statuses[-1]["sha"] == fixed and server.statuses[-1]["state"] == "success"
+    assert len(RunStore(str(e2e.store)).entries(ref="main")) == 3  # 101, 801 and 811

@@ -212,6 +212,28 @@ class Campaign:
         env["COLLECTBOT_GIT_SHA"] = side.sha
         return [], env, side.tree
 
+    def _check_round(self, side: Side, round_dir: Path, record: RunRecord) -> dict[str, Any]:
+        """A round's record names its side's image (image mode) and the campaign's one
+        device; returns the record's image block."""
+        image: dict[str, Any] = record.meta.get("image") or {}
+        if side.image is not None and image.get("ref") != side.image:
+            raise UserError(
+                f"{round_dir / RUN_JSON}: image {image.get('ref')!r} is not the {side.name} "
+                f"side's {side.image!r}"
+            )
+        identity = device_identity(record.meta)
+        if side.image is not None and identity.get("kind") != "cuda":
+            # Each container has its own host name; it runs on this driver's host.
+            identity["host"] = "(this host)"
+        if self.identity is None:
+            self.identity = identity
+        elif identity != self.identity:
+            raise UserError(
+                f"{round_dir / RUN_JSON}: device {identity} differs from the campaign's "
+                f"{self.identity}: a paired campaign must stay on one device"
+            )
+        return image
+
     def _collect(self, side: Side, round_dir: Path, args: list[str], phase: str) -> RunRecord:
         mode_args, env, cwd = self._round_process(side)
         cmd = [
@@ -256,23 +278,7 @@ class Campaign:
                 f"({code}) without a run record: {tail[0][:300]} (log: {log_path})"
             )
         record = read_record(round_dir)
-        image = record.meta.get("image") or {}
-        if side.image is not None and image.get("ref") != side.image:
-            raise UserError(
-                f"{round_dir / RUN_JSON}: image {image.get('ref')!r} is not the {side.name} "
-                f"side's {side.image!r}"
-            )
-        identity = device_identity(record.meta)
-        if side.image is not None and identity.get("kind") != "cuda":
-            # Each container has its own host name; it runs on this driver's host.
-            identity["host"] = "(this host)"
-        if self.identity is None:
-            self.identity = identity
-        elif identity != self.identity:
-            raise UserError(
-                f"{round_dir / RUN_JSON}: device {identity} differs from the campaign's "
-                f"{self.identity}: a paired campaign must stay on one device"
-            )
+        image = self._check_round(side, round_dir, record)
         self.rounds.append(
             {
                 "phase": phase,

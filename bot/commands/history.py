@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -109,6 +110,13 @@ def history(
         bool, typer.Option("--json", help="Print JSON (docs/history.md) instead of a table.")
     ] = False,
     bootstrap: BootstrapOption = None,
+    markdown: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the change points, grouped by commit, as the markdown block of "
+            "main's tracking issue (collectbot track --change-points) to this file."
+        ),
+    ] = None,
 ) -> None:
     """Each case's trend across the stored runs of one key and ref, with its change points."""
     import numpy as np
@@ -137,6 +145,17 @@ def history(
         chosen = chosen.subset(keep)
         points = change_points(chosen)
     groups = by_commit(chosen, points)
+    if markdown is not None:
+        from bot.history.tracking import change_points_markdown
+
+        block = change_points_markdown(
+            chosen,
+            groups,
+            repo=os.environ.get("GITHUB_REPOSITORY"),
+            site_url=os.environ.get("COLLECTBOT_SITE_URL") or None,
+        )
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(block)
     if as_json:
         typer.echo(json.dumps(history_json(chosen, points, groups), sort_keys=True))
         return

@@ -97,6 +97,23 @@ def publish(
     timeout: Timeout = 15.0,
     retries: Retries = 8,
     bot_login: BotLogin = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="COLLECTBOT_STORE",
+            help="With --result: the run store whose pulls/ namespace keeps each PR's runs, "
+            "for the comment's 'since the previous run of this PR' (env COLLECTBOT_STORE).",
+        ),
+    ] = None,
+    site_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="COLLECTBOT_SITE_URL",
+            help="With --result: where the store's `collectbot site` is served (https): the "
+            "comment's trends link to each case's page.",
+        ),
+    ] = None,
 ) -> None:
     """Post or update the bot's sticky comment and set the verdict on the commit.
 
@@ -119,6 +136,9 @@ def publish(
     if check not in CHECK_KINDS:
         raise UserError(f"--check: unknown value {check!r}; use one of {', '.join(CHECK_KINDS)}")
     if result_dir is not None:
+        from bot.render.comment import check_site_url
+
+        check_site_url(site_url or None)
         if comment is not None or pr is not None or plan_file is not None or event is None:
             raise UserError("--result goes with --event only (no COMMENT, --pr or --plan)")
         _publish_result(
@@ -138,6 +158,8 @@ def publish(
             timeout=timeout,
             retries=retries,
             bot_login=bot_login,
+            store=store or None,
+            site_url=site_url or None,
         )
         return
     if comment is None:
@@ -180,8 +202,9 @@ def publish(
     try:
         if run_event is not None:
             from bot.github.approval import check_approval
+            from bot.github.deliver import the_pull_of_run
 
-            target = _pr_for_run(api, run_event)
+            target = the_pull_of_run(api, run_event)
             # A workflow run's comment: approved by a maintainer's label, GitHub says so.
             check_approval(api, target, run_event, labels[0] if labels else None)
         else:
@@ -192,16 +215,10 @@ def publish(
             f"GitHub API failed while reading the pull request on {repo_name}: "
             f"{describe_api_error(exc)}; the rendered comment is at {comment}"
         ) from None
-    # The commit the run measured, from a trusted source: the workflow_run event (GitHub
-    # wrote it) or the plan. The rendered comment may have travelled through an untrusted
-    # job: if its marker names another commit, its status would land on that commit.
+    from bot.github.publish import check_marker_head
+
     expected = (run_event.head_sha if run_event else None) or (plan_data or {}).get("head_sha")
-    marked = rendered.meta.marker.head_sha
-    if expected and marked and marked != expected:
-        raise UserError(
-            f"{comment}: the comment's marker names head {marked[:12]}, but the run measured "
-            f"{str(expected)[:12]} (render it again with --head-sha {expected})"
-        )
+    check_marker_head(rendered, expected, comment)
     opts = PublishOptions(
         check=check,
         remove_labels=labels,
@@ -238,6 +255,8 @@ def _publish_result(
     details_url: str | None,
     summary: Path | None,
     report: Path | None,
+    store: str | None,
+    site_url: str | None = None,
     **conn: Any,
 ) -> None:
     """The trusted side of the fork-safe split: verify, bind, render, publish."""
@@ -282,6 +301,8 @@ def _publish_result(
         bot_login=bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None,
         details_url=details_url,
         summary_path=summary or summary_path_from_env(),
+        store=store,
+        site_url=site_url,
     )
     url = run_event.html_url if run_event.html_url.startswith("https://") else None
     # The rendered comment stays on disk (its path is in any error), as with COMMENT.
@@ -308,6 +329,8 @@ def _publish_result(
 
     where = f" (#{done.pr})" if done.pr else ""
     typer.echo(clean(f"{done.action}: {done.detail}", 600) + where)
+    for warning in done.warnings:
+        typer.echo(f"warning: {clean(warning, 600)}".replace("\n", " "), err=True)
     if done.report is not None and done.rendered is not None:
         if done.report.comment:
             c = done.report.comment
@@ -315,21 +338,6 @@ def _publish_result(
         if done.report.labels_removed:
             typer.echo(f"labels removed: {', '.join(done.report.labels_removed)}")
         raise_for_errors(done.report, done.rendered)
-
-
-def _pr_for_run(api: Any, run: Any) -> Any:
-    """The one open PR from the run's head repository and branch at its head SHA; never a
-    number the PR's code wrote, nor a PR someone else opened on the same commit."""
-    from bot.github.deliver import branch_text, pulls_of_run
-
-    matches = pulls_of_run(api, run)
-    if len(matches) != 1:
-        found = ", ".join(f"#{p.number}" for p in matches) or "none"
-        raise UserError(
-            f"--event: expected one open pull request from {branch_text(run)} at "
-            f"{run.head_sha[:12]} on {api.repo}, found {found}"
-        )
-    return matches[0]
 
 
 def _report_json(result: Any) -> dict[str, Any]:

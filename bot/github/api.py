@@ -87,6 +87,32 @@ class IssueEvent:
         )
 
 
+@dataclass(frozen=True)
+class Issue:
+    """An issue (not a pull request): the tracking issue of main's regressions."""
+
+    number: int
+    title: str
+    body: str
+    state: str
+    author: str
+    author_type: str
+    html_url: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Issue:
+        user = data.get("user") or {}
+        return cls(
+            number=int(data["number"]),
+            title=str(data.get("title") or ""),
+            body=str(data.get("body") or ""),
+            state=str(data.get("state") or ""),
+            author=str(user.get("login") or ""),
+            author_type=str(user.get("type") or ""),
+            html_url=str(data.get("html_url") or ""),
+        )
+
+
 class RepoApi:
     def __init__(self, gh: Any, repo: str) -> None:
         owner, _, name = repo.partition("/")
@@ -193,6 +219,20 @@ class RepoApi:
     def remove_label(self, number: int, name: str) -> bool:
         """False when the label was not on the issue."""
         return self._delete(f"{self.base}/issues/{number}/labels/{_q(name)}")
+
+    def issues(self, state: str = "all") -> list[Issue]:
+        """The repository's issues (pull requests, which the list also returns, left out)."""
+        found = self._paginate(f"{self.base}/issues", {"state": state})
+        return [Issue.from_json(i) for i in found if "pull_request" not in i]
+
+    def create_issue(self, title: str, body: str) -> Issue:
+        _, data = self._call("POST", f"{self.base}/issues", input={"title": title, "body": body})
+        return Issue.from_json(data)
+
+    def update_issue(self, number: int, **fields: Any) -> Issue:
+        """PATCH an issue: title, body, state (open|closed), state_reason."""
+        _, data = self._call("PATCH", f"{self.base}/issues/{number}", input=fields)
+        return Issue.from_json(data)
 
     def create_status(
         self, sha: str, state: str, context: str, description: str, target_url: str | None

@@ -11,7 +11,10 @@ checking it:
 - the comment is rendered here, from a comparison that matches its schema or from a run
   record, never taken as markdown from the bundle;
 - a skipped plan's side effects are re-derived: a labeler said to lack write permission is
-  looked up again, and only trigger labels (`collect/...`) are ever removed.
+  looked up again, and only trigger labels (`collect/...`) are ever removed;
+- with a run store, the run's record is kept under the PR's number (the one resolved above)
+  after the comment is posted, and the next comment compares with it
+  (`bot/github/pull_history.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from bot.github.plan import (
 from bot.github.publish import PublishOptions, PublishReport, publish
 from bot.render.rendered import Rendered, load_rendered
 from bot.result_bundle import COMPARISON_JSON, LOG_TXT, RUN_DIR, ResultBundle
+from bot.store import RunStore
 from collector.errors import UserError
 
 
@@ -85,6 +89,19 @@ def pulls_of_run(api: RepoApi, event: WorkflowRunEvent) -> list[PullRequest]:
     if len(matches) > 1 and event.pull_requests:
         matches = [p for p in matches if p.number in event.pull_requests]
     return matches
+
+
+def the_pull_of_run(api: RepoApi, event: WorkflowRunEvent) -> PullRequest:
+    """The one open PR from the run's head repository and branch at its head SHA; never a
+    number the PR's code wrote, nor a PR someone else opened on the same commit."""
+    matches = pulls_of_run(api, event)
+    if len(matches) != 1:
+        found = ", ".join(f"#{p.number}" for p in matches) or "none"
+        raise UserError(
+            f"--event: expected one open pull request from {branch_text(event)} at "
+            f"{event.head_sha[:12]} on {api.repo}, found {found}"
+        )
+    return matches[0]
 
 
 def branch_text(event: WorkflowRunEvent) -> str:
@@ -168,7 +185,12 @@ def trusted_skip_plan(api: RepoApi, pull: PullRequest, bundle: ResultBundle) -> 
 
 
 def render_bundle(
-    bundle: ResultBundle, out: Path, head_sha: str, artifacts_url: str | None
+    bundle: ResultBundle,
+    out: Path,
+    head_sha: str,
+    artifacts_url: str | None,
+    since: dict[str, Any] | None = None,
+    site_url: str | None = None,
 ) -> Path:
     """Render the comment of a comparison or run bundle with this (trusted) code."""
     from bot.render.comment import RenderOptions, render_comment, render_run_comment
@@ -182,6 +204,8 @@ def render_bundle(
         gpu=marker.get("gpu"),
         run_id=marker.get("run_id"),
         started_at=marker.get("started_at"),
+        since_previous=since,
+        site_url=site_url,
     )
     comment = out / "comment.md"
     if bundle.kind == "comparison":
@@ -233,7 +257,12 @@ def deliver(
         )
     # Before anything is posted: did a maintainer approve this run? GitHub says, not the bundle.
     approval = check_approval(api, pull, event, bundle.plan.get("label")) if pull else None
-    comment = render_bundle(bundle, workdir, event.head_sha, artifacts_url)
+    warnings: list[str] = []
+    history = _pull_history(opts, api.repo, pull, bundle) if pull else None
+    since = _since_previous(history, bundle, workdir, warnings) if history else None
+    comment = render_bundle(
+        bundle, workdir, event.head_sha, artifacts_url, since, site_url=opts.site_url
+    )
     rendered = load_rendered(comment)
     if pull is None:
         if opts.summary_path is not None:
@@ -262,6 +291,51 @@ def deliver(
             summary_path=opts.summary_path,
         ),
     )
+    if history is not None and report.comment is not None and report.comment.action != "stale":
+        _remember(history, bundle, warnings)
     return Delivery(
-        "published", rendered.meta.headline, pr=pull.number, report=report, rendered=rendered
+        "published",
+        rendered.meta.headline,
+        pr=pull.number,
+        report=report,
+        rendered=rendered,
+        warnings=warnings,
     )
+
+
+def _pull_history(
+    opts: PublishOptions, repo: str, pull: PullRequest, bundle: ResultBundle
+) -> RunStore | None:
+    """The namespace of the PR GitHub resolved (never a number from the bundle), when a store
+    is configured and the bundle carries the run's record."""
+    if not opts.store or bundle.kind != "comparison":
+        return None
+    if not (bundle.file(RUN_DIR) / "run.json").is_file():
+        return None
+    from bot.github.pull_history import pull_store
+
+    return pull_store(opts.store, repo, pull.number)
+
+
+def _since_previous(
+    store: RunStore, bundle: ResultBundle, workdir: Path, warnings: list[str]
+) -> dict[str, Any] | None:
+    """The 'since the previous run of this PR' summary; a store problem is a warning only."""
+    from bot.compare.comparison import load_comparison
+    from bot.github.pull_history import settings_of, since_previous
+
+    settings = settings_of(load_comparison(bundle.file(COMPARISON_JSON)))
+    try:
+        return since_previous(store, bundle.file(RUN_DIR), settings, workdir)
+    except (UserError, OSError) as exc:
+        warnings.append(f"the PR's previous run could not be compared: {exc}")
+        return None
+
+
+def _remember(store: RunStore, bundle: ResultBundle, warnings: list[str]) -> None:
+    from bot.github.pull_history import remember
+
+    try:
+        remember(store, bundle.file(RUN_DIR))
+    except (UserError, OSError) as exc:
+        warnings.append(f"this run was not kept for the PR's next comparison: {exc}")

@@ -35,6 +35,10 @@ class PublishOptions:
     bot_login: str | None = None
     details_url: str | None = None
     summary_path: Path | None = None
+    # The run store whose pulls/ namespace keeps each PR's runs (bot/github/pull_history.py).
+    store: str | None = None
+    # Where the store's site is served: the comment's trends link to each case's page.
+    site_url: str | None = None
 
 
 @dataclass
@@ -55,6 +59,18 @@ def check_name(rendered: Rendered) -> str:
 
 def body_without_marker(body: str) -> str:
     return body.split("\n", 1)[1] if "\n" in body else ""
+
+
+def check_marker_head(rendered: Rendered, expected: str | None, where: Path | str) -> None:
+    """The commit the run measured comes from a trusted source (the workflow_run event GitHub
+    wrote, or the plan). A rendered comment may have travelled through an untrusted job: if
+    its marker names another commit, its status would land on that commit."""
+    marked = rendered.meta.marker.head_sha
+    if expected and marked and marked != expected:
+        raise UserError(
+            f"{where}: the comment's marker names head {marked[:12]}, but the run measured "
+            f"{str(expected)[:12]} (render it again with --head-sha {expected})"
+        )
 
 
 def describe_api_error(exc: BaseException) -> str:

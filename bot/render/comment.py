@@ -505,6 +505,28 @@ class RenderOptions:
     gpu: str | None = None
     run_id: str | None = None
     started_at: str | None = None
+    # "Since the previous run of this PR" (bot/github/pull_history.py summarise); None: none.
+    since_previous: dict[str, Any] | None = None
+
+
+def _since_context(since: dict[str, Any] | None, rows: int) -> dict[str, Any] | None:
+    """The PR's previous run against this one: groups fixed and new, latencies moved."""
+    if since is None:
+        return None
+    moved = since["moved"]
+    return {
+        "run": since["previous_run_id"],
+        "sha": since["previous_sha"][:12],
+        "fixed": since["fixed"][:rows],
+        "new": since["new"][:rows],
+        "omitted": max(0, len(since["fixed"]) - rows) + max(0, len(since["new"]) - rows),
+        "line": (
+            f"{since['matched']} cases matched: {since['regressed']} slower, "
+            f"{since['improved']} faster since that run."
+        ),
+        "moved": [_case_row(c) for c in moved[:rows]],
+        "moved_omitted": max(0, since["regressed"] + since["improved"] - min(rows, len(moved))),
+    }
 
 
 def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
@@ -627,6 +649,7 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         ],
         "outliers": _outlier_context(latency.get("outliers"), opts.detail_rows),
         "drift": _drift_context(latency.get("drift"), opts.detail_rows),
+        "since": _since_context(opts.since_previous, min(opts.detail_rows, opts.max_groups)),
         "anomalies": [
             {"side": side, **a}
             for side, key in (("baseline", "base"), ("candidate", "cand"))

@@ -116,6 +116,8 @@ class GitHubServer:
         self.statuses: list[dict[str, Any]] = []
         self.issue_events: dict[int, list[dict[str, Any]]] = {}  # number -> event log
         self.check_runs: dict[int, dict[str, Any]] = {}
+        # Issues that are not pull requests: number -> {number, title, body, state, user, ...}.
+        self.issues: dict[int, dict[str, Any]] = {}
         self.faults: list[Fault] = []
         self.holds: list[Hold] = []
         self.log: list[Logged] = []
@@ -255,6 +257,51 @@ class GitHubServer:
             created_at=c["created_at"],
             updated_at=c["updated_at"],
         )
+        return dict(out)
+
+    def create_issue(self, title: str, body: str, user: User) -> dict[str, Any]:
+        """A new issue, numbered after every pull request and issue (GitHub shares them)."""
+        number = max([*self.pulls, *self.issues, 0]) + 1
+        now = self.now()
+        self.issues[number] = {
+            "number": number,
+            "title": title,
+            "body": body,
+            "state": "open",
+            "state_reason": None,
+            "user": user,
+            "labels": [],
+            "created_at": now,
+            "updated_at": now,
+            "closed_at": None,
+        }
+        return self.issues[number]
+
+    def issue_json(self, i: dict[str, Any]) -> dict[str, Any]:
+        out = example("issue")
+        base = f"{self.url}/repos/{self.repo}"
+        out.update(
+            id=7_000_000 + i["number"],
+            node_id=f"I_{i['number']}",
+            number=i["number"],
+            title=i["title"],
+            body=i["body"],
+            state=i["state"],
+            state_reason=i["state_reason"],
+            url=f"{base}/issues/{i['number']}",
+            html_url=f"https://github.com/{self.repo}/issues/{i['number']}",
+            user=self._user_json(i["user"]),
+            labels=[self._label_json(n) for n in i["labels"]],
+            created_at=i["created_at"],
+            updated_at=i["updated_at"],
+            closed_at=i["closed_at"],
+            pull_request=None,
+            assignee=None,
+            assignees=[],
+            milestone=None,
+            closed_by=None,
+        )
+        out.pop("pull_request")
         return dict(out)
 
     def _label_json(self, name: str) -> dict[str, Any]:
@@ -489,6 +536,48 @@ class _Handler(BaseHTTPRequestHandler):
                 items.append(out)
             chunk, headers = self._page(items, query, path)
             return 200, chunk, headers
+        if op_id == "issues/list-for-repo":
+            state = query.get("state", ["open"])[0]
+            creator = query.get("creator", [None])[0]
+            items = [
+                gh.issue_json(i)
+                for i in sorted(gh.issues.values(), key=lambda i: -i["number"])
+                if state in ("all", i["state"])
+                and (creator is None or i["user"].login.lower() == creator.lower())
+            ]
+            chunk, headers = self._page(items, query, path)
+            return 200, chunk, headers
+        if op_id == "issues/create":
+            created = gh.create_issue(str(body["title"]), str(body.get("body") or ""), user)
+            created["labels"] = [str(n) for n in body.get("labels") or []]
+            out = gh.issue_json(created)
+            return 201, out, {"Location": out["url"]}
+        if op_id == "issues/update":
+            issue = gh.issues.get(int(p["issue_number"]))
+            if issue is None:
+                return self._not_found()
+            if (
+                issue["user"].login != user.login
+                and gh.permissions.get(user.login, ("read",))[0] not in ("write", "admin")
+                and user.type != "Bot"
+            ):
+                return (
+                    403,
+                    {"message": "Forbidden", "documentation_url": "https://docs.github.com/rest"},
+                    {},
+                )
+            for field_name in ("title", "body"):
+                if field_name in body:
+                    issue[field_name] = str(body[field_name])
+            if "state" in body and body["state"] != issue["state"]:
+                issue["state"] = body["state"]
+                closed = body["state"] == "closed"
+                issue["closed_at"] = gh.now() if closed else None
+                issue["state_reason"] = (
+                    body.get("state_reason") or "completed" if closed else "reopened"
+                )
+            issue["updated_at"] = gh.now()
+            return 200, gh.issue_json(issue), {}
         if op_id == "repos/get-collaborator-permission-level":
             perm, role = gh.permissions.get(p["username"], ("read", "read"))
             out = example(
