@@ -79,14 +79,25 @@ def _finite(v: Any) -> bool:
     return isinstance(v, int | float) and math.isfinite(v)
 
 
+def _tick_step(lo: float, hi: float, most: int) -> float:
+    """1, 2 or 5 times a power of ten: the smallest such step giving at most `most` ticks."""
+    raw = max(hi - lo, 1e-9) / max(1, most - 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    return float(next(m * power for m in (1, 2, 5, 10) if m * power >= raw))
+
+
 def nice_ticks(lo: float, hi: float, most: int = 7) -> list[float]:
     """Round tick values (1, 2 or 5 times a power of ten apart) inside [lo, hi]."""
-    span = max(hi - lo, 1e-9)
-    raw = span / max(1, most - 1)
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    step = _tick_step(lo, hi, most)
     first = math.ceil(lo / step) * step
     return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def widen_to_ticks(lo: float, hi: float, most: int = 7) -> tuple[float, float]:
+    """[lo, hi] widened to the nearest round ticks outside it, so every point has a tick
+    beyond it (nice_ticks' step)."""
+    step = _tick_step(lo, hi, most)
+    return math.floor(lo / step) * step, math.ceil(hi / step) * step
 
 
 def histogram_svg(cases: list[dict[str, Any]], width: int = 1200, height: int = 260) -> Markup:
@@ -201,7 +212,7 @@ def forest_svg(cases: list[dict[str, Any]], top: int = 30, width: int = 1200) ->
         return Markup("<p>No cases to plot.</p>")
     values = [_pct(c["ratio"]) for c in rows]
     values += [_pct(c[k]) for c in rows for k in ("lo", "hi") if _finite(c.get(k))]
-    lo, hi = min(min(values), -1.0), max(max(values), 1.0)
+    lo, hi = widen_to_ticks(min(min(values), -1.0), max(max(values), 1.0), 8)
     label_w, row_h = 420, 20
     plot_w = width - label_w - 30
     height = row_h * len(rows) + 34
