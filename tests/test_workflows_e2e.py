@@ -48,7 +48,7 @@ from typing import Any
 
 import pytest
 
-from bot.render.comment import Marker
+from bot.render.comment import Marker, baseline_words
 from bot.store import RunStore
 from collector.record import read_record
 from tests.act_support import ROOT, act_binary, act_command, standin_args
@@ -430,7 +430,8 @@ def test_a_paired_label_runs_an_ab_campaign_of_base_and_head(e2e: Env) -> None:
     [comment] = server.issue_comments(PR)
     body = comment["body"]
     assert body.split("\n")[1].startswith("## ❌") and "new failure group" in body
-    assert "merge-base" in body  # the baseline is the PR's base, collected alongside
+    # The baseline is the PR's base, collected alongside, named in the comment's words.
+    assert f"baseline: {baseline_words('merge-base')} (paired)" in body
     assert server.pulls[PR].labels == []
 
 
