@@ -10,7 +10,7 @@ over the scenario's cases as one comparison, a bootstrap interval, the noise thr
 
 Per scenario it reports the share of cases the rule calls changed (regressed or improved;
 for a shift, in its direction), the share of those the annotation labels "within its
-history" (bot/history/verdict.py: the candidate inside the range of the 20 stored points),
+history" (bot/compare/history_verdict.py: the candidate inside the range of the 20 stored points),
 and, for comparison, the share a widening rule would call changed: threshold at least
 `noise_mult` x the case's history sigma (bot/history/changepoints.py `noise_sigma`, robust
 to past steps).

@@ -141,9 +141,9 @@ def _compare(
     opts: ConcludeOptions, run_dir: Path, cmp_dir: Path, ref: str, plan: dict[str, Any]
 ) -> None:
     from bot.compare.comparison import compare_runs
+    from bot.compare.history_verdict import HISTORY_RUNS
     from bot.compare.stats import Settings
     from bot.compare.store_baseline import baseline_from_store
-    from bot.history.verdict import HISTORY_RUNS
     from collector.record import read_record
 
     ci_config = ci_config_for(plan, opts.config)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.keys import StoreKey, slug
 from collector.errors import UserError
 from collector.record import RUN_JSON, read_record, sha256_file
 
@@ -42,7 +42,6 @@ STORE_FORMAT = 1
 MARKER = "collectbot-store.json"
 MANIFEST = "manifest.json"
 DEFAULT_KEEP = 20
-_SLUG = re.compile(r"[^a-z0-9._+-]+")
 # `read` in a job's environment: this job may read the store, never write it.
 STORE_ACCESS_ENV = "COLLECTBOT_STORE_ACCESS"
 
@@ -54,54 +53,6 @@ def read_only_from_env(environ: dict[str, str] | None = None) -> bool:
 
     value = (os.environ if environ is None else environ).get(STORE_ACCESS_ENV, "").strip()
     return value.lower() not in ("", "write")
-
-
-def slug(text: str) -> str:
-    """A path-safe, lower-case form of a key part: 'NVIDIA H200' -> 'nvidia-h200'."""
-    out = _SLUG.sub("-", text.strip().lower()).strip("-.")
-    return out[:80] or "unknown"
-
-
-@dataclass(frozen=True)
-class StoreKey:
-    backend: str
-    framework_version: str
-    gpu: str
-    ops: tuple[str, ...]
-
-    @property
-    def parts(self) -> tuple[str, str, str, str]:
-        return (
-            slug(self.backend),
-            slug(self.framework_version),
-            slug(self.gpu),
-            slug("+".join(sorted(self.ops))),
-        )
-
-    @property
-    def path(self) -> str:
-        return "/".join(self.parts)
-
-    @property
-    def label(self) -> str:
-        return f"{self.backend} {self.framework_version} on {self.gpu} ({','.join(self.ops)})"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "framework_version": self.framework_version,
-            "gpu": self.gpu,
-            "ops": list(self.ops),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StoreKey:
-        return cls(
-            backend=str(data["backend"]),
-            framework_version=str(data["framework_version"]),
-            gpu=str(data["gpu"]),
-            ops=tuple(str(o) for o in data["ops"]),
-        )
 
 
 def key_of(meta: dict[str, Any]) -> StoreKey:

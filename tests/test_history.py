@@ -270,7 +270,7 @@ def test_a_history_spans_framework_versions_unless_narrowed(tmp_path: Path) -> N
 
 
 def test_sparkline_keeps_small_noise_flat_and_shows_a_step() -> None:
-    from bot.history.table import sparkline
+    from bot.render.sparkline import sparkline
 
     noise = np.array([1.0, 1.002, 0.999, 1.001, np.nan, 1.0])
     line = sparkline(noise, [False, False, False, False, True, False])

@@ -9,10 +9,10 @@ import pytest
 
 from bot.history.changepoints import by_commit, change_points
 from bot.history.core import CaseInfo, History, RunInfo, load_history
-from bot.history.source import Selection, Series
+from bot.history.source import Selection
 from bot.history.tracking import change_points_markdown
+from bot.keys import Series, case_file, series_dir
 from bot.render.comment import fmt_change
-from bot.site.build import case_file, series_dir
 from tests.history_store import SyntheticStore, commit_of, grid_cases, make_store
 
 SITE = "https://example.github.io/perf"

@@ -14,11 +14,12 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from bot.compare.comparison import SCHEMA_FILE, load_cases
+from bot.compare.history_verdict import BaselineHistory, WindowRun, case_history, history_section
 from bot.compare.store_baseline import record_latencies
 from bot.history.source import Selection
-from bot.history.verdict import BaselineHistory, WindowRun, case_history, history_section
+from bot.keys import case_file
 from bot.render.comment import case_label, render_comment
-from bot.site.build import build_site, case_file
+from bot.site.build import build_site
 from bot.store import RunStore
 from collector.caseplan import Case
 from collector.record import read_record

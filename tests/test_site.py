@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
-from bot.site.build import PAGE_CASES, SITE_MARKER, case_file
+from bot.keys import case_file
+from bot.site.build import PAGE_CASES, SITE_MARKER
 from bot.site.svg import Point, sparkline_svg, trend_svg
 from bot.store import RunStore
 from tests.factories import failure, write_record

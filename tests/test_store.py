@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
-from bot.store import MANIFEST, RunStore, StoreKey, key_of, slug
+from bot.keys import StoreKey, slug
+from bot.store import MANIFEST, RunStore, key_of
 from collector.errors import UserError
 from collector.record import read_record
 from tests.factories import gemm_case, simulated_runs, write_record

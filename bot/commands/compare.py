@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
+from bot.compare.history_verdict import HISTORY_RUNS
 from bot.compare.stats import Settings
 from bot.errors import one_line_errors
-from bot.history.verdict import HISTORY_RUNS
 from bot.options import options_given, settings_options
 from collector.errors import UserError
 

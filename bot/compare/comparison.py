@@ -32,7 +32,7 @@ from collector.errors import UserError
 from collector.record import RunRecord
 
 if TYPE_CHECKING:
-    from bot.history.verdict import BaselineHistory
+    from bot.compare.history_verdict import BaselineHistory
 
 # Version 2: notable cases only in the JSON (all of them in cases.parquet), confirmation,
 # baseline kind and pairing, per-dtype aggregates, the ratio histogram.
@@ -150,7 +150,7 @@ class Baseline:
     kind: str | None = None  # None: imported-table for imported records, else explicit-run
     paired: bool = False
     store: dict[str, Any] | None = None
-    # The last stored baselines of the key: each changed case's range (bot/history/verdict.py).
+    # The last stored baselines: each changed case's range (bot/compare/history_verdict.py).
     history: BaselineHistory | None = None
 
     def resolve(self, record: RunRecord) -> dict[str, Any]:
@@ -222,7 +222,7 @@ def compare_runs(
     }
     result = cast(dict[str, Any], doc)
     if baseline.history is not None:
-        from bot.history.verdict import history_section
+        from bot.compare.history_verdict import history_section
 
         # Annotates the changed cases; never changes a verdict (docs/history.md).
         result["history"] = history_section(latency["cases"], baseline.history)

@@ -9,7 +9,7 @@ not).
 
 With `history_runs`, the last N complete entries of the key and ref up to the baseline
 (the baseline last) are read too, checksums verified, for each case's range over them
-(bot/history/verdict.py); an entry that fails its checksum is left out and named.
+(bot/compare/history_verdict.py); an entry that fails its checksum is left out and named.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collector.errors import UserError
 from collector.record import RunRecord, read_record
 
 if TYPE_CHECKING:
-    from bot.history.verdict import BaselineHistory
+    from bot.compare.history_verdict import BaselineHistory
     from bot.store import Entry, RunStore
 
 SAME_GPU, SAME_MODEL = "same-gpu", "same-model"
@@ -80,9 +80,8 @@ def read_history(
     dest: Path,
 ) -> BaselineHistory:
     """Every case's latency in each entry of the window (the baseline's record reused)."""
-    from bot.history.source import Series
-    from bot.history.verdict import BaselineHistory, WindowRun
-    from bot.site.build import series_dir
+    from bot.compare.history_verdict import BaselineHistory, WindowRun
+    from bot.keys import Series, series_dir
 
     runs, columns, skipped = [], [], []
     for i, entry in enumerate(window):

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.compare import stats
-from bot.store import Entry, RunStore, key_of, read_only_from_env, slug
+from bot.keys import slug
+from bot.store import Entry, RunStore, key_of, read_only_from_env
 from collector.errors import UserError
 
 PULLS_ROOT = "pulls"

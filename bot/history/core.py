@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bot.compare.stats import Settings, bootstrap_batch, pack_runs
-from bot.history.source import Selection, Series, StoredRun, Warn
+from bot.history.source import Selection, StoredRun, Warn
+from bot.keys import Series
 from collector.aggregate import trimmed_mean
 from collector.caseplan import Case, CaseSelector
 from collector.ops import OPS, get_op

@@ -16,27 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.keys import Series
 from bot.render.sanitize import clean
 from collector.errors import UserError
 from collector.record import RunRecord, read_record
-
-
-@dataclass(frozen=True)
-class Series:
-    """What identifies one history: backend, GPU, ops and ref (None: unlabelled runs)."""
-
-    backend: str
-    gpu: str
-    ops: tuple[str, ...]
-    ref: str | None
-
-    @property
-    def label(self) -> str:
-        ref = self.ref if self.ref is not None else "(no ref)"
-        return f"{self.backend} on {self.gpu} ({','.join(self.ops)}) @ {ref}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "gpu": self.gpu, "ops": list(self.ops), "ref": self.ref}
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ def _commits(group: CommitGroup, repo: str | None) -> str:
 def _case_link(site_url: str | None, history: History, key: str) -> str | None:
     if site_url is None:
         return None
-    from bot.site.build import case_url
+    from bot.render.comment import case_url
 
     return case_url(site_url, history.series, key)
 

@@ -24,6 +24,7 @@ from markupsafe import Markup
 from bot import __version__
 from bot.ci_config import settings_line
 from bot.compare import stats
+from bot.keys import Series
 from bot.render.sanitize import clean, finalize, html_code, md_block, md_code, md_text, md_url
 
 GITHUB_COMMENT_LIMIT = 65536
@@ -251,9 +252,17 @@ def _case_page(site_url: str | None, site_dir: object, key: str) -> Markup | Non
     """The case's page on the store's `collectbot site` (https, else None)."""
     if site_url is None or not isinstance(site_dir, str) or not _SITE_DIR.fullmatch(site_dir):
         return None
-    from bot.site.build import case_file
+    from bot.keys import case_file
 
     return md_url(f"{site_url.rstrip('/')}/{site_dir}/{case_file(key)}")
+
+
+def case_url(site_url: str, series: Series, key: str) -> str | None:
+    """The address of a case's page on a site served at `site_url` (https only, else None)."""
+    from bot.keys import series_dir
+
+    url = _case_page(site_url, series_dir(series), key)
+    return None if url is None else str(url)
 
 
 def history_cells(
@@ -266,7 +275,7 @@ def history_cells(
         return {"trend": "", "range": ""}
     import numpy as np
 
-    from bot.history.table import sparkline
+    from bot.render.sparkline import sparkline
 
     values = np.array(
         [np.nan if v is None else float(v) for v in found["points"]] + [found["cand_level_ms"]]

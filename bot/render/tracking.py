@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bot.keys import StoreKey
 from bot.render.comment import GITHUB_COMMENT_LIMIT, RenderOptions, render_comment
 from bot.render.sanitize import md_code, md_text
-from bot.store import StoreKey
 
 # The first line of the bot's tracking issue; `key` is the store key's path (slugged parts).
 MARKER = "<!-- collectbot-tracking key={key} -->"

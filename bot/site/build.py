@@ -8,7 +8,6 @@ Jinja's HTML autoescape; the SVG comes from `bot.site.svg`, which escapes its ow
 
 from __future__ import annotations
 
-import hashlib
 import math
 import warnings
 from dataclasses import dataclass
@@ -25,11 +24,10 @@ from bot.history import source
 from bot.history.changepoints import ChangePoint, by_commit, change_points
 from bot.history.core import History, HistorySettings, read_history
 from bot.history.export import case_summary
+from bot.keys import case_file, series_dir, slug
 from bot.render.comment import case_label, fmt_change, fmt_ms
 from bot.render.html import html_environment
-from bot.render.sanitize import md_url
 from bot.site.svg import Point, sparkline_svg, trend_svg
-from bot.store import slug
 from collector.errors import UserError
 
 SITE_MARKER = ".collectbot-site"
@@ -47,26 +45,6 @@ code{font-size:12px;white-space:nowrap}.muted{color:#59636e}.up{color:#d1242f}.d
 .group{border:1px solid #d0d7de;border-radius:6px;padding:8px}nav{margin-bottom:12px}
 .fail{color:#9a6700}
 """
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def series_dir(series: source.Series) -> str:
-    """A readable, collision-free directory name for a series."""
-    name = f"{series.backend}-{series.gpu}-{'+'.join(series.ops)}-{series.ref or 'no-ref'}"
-    return f"{slug(name)[:60]}-{_digest(repr(series))[:8]}"
-
-
-def case_file(key: str) -> str:
-    return f"case-{_digest(key)}.html"
-
-
-def case_url(site_url: str, series: source.Series, key: str) -> str | None:
-    """The address of a case's page on a site served at `site_url` (https only, else None)."""
-    url = md_url(f"{site_url.rstrip('/')}/{series_dir(series)}/{case_file(key)}")
-    return None if url is None else str(url)
 
 
 def group_file(op: str, dtype: str, page: int) -> str:
