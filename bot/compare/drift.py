@@ -1,7 +1,7 @@
 """Drift within a collection: a side whose per-run medians trend with run order.
 
-A case whose level moves while it is measured (on the H200, 5-7 GB bf16 weights ran 7-11%
-faster in later runs) has no single level: its estimate depends on when the collection
+A case whose level moves while it is measured (e.g. a large-weight GEMM whose later runs
+are faster than its first) has no single level: its estimate depends on when the collection
 stopped, so averaging its runs hides the problem. Each side's trend is tested (Mann-Kendall
 on the run medians in run order, Benjamini-Hochberg across all sides tested) and sized
 (Theil-Sen slope across the runs, relative); a side whose adjusted p is below `drift_alpha`
@@ -141,22 +141,21 @@ def summary(
 ) -> dict[str, Any]:
     """The drifting cases, largest drift first (at most `listed`), and the rule."""
     rows: list[dict[str, Any]] = []
-    for i in np.flatnonzero(cols["drifting"]):
-        for side in ("base", "cand"):
-            value, q = cols[f"{side}_drift"][i], cols[f"{side}_drift_q"][i]
-            if _trending(np.array([value]), np.array([q]), settings)[0]:
-                rows.append(
-                    {
-                        "key": str(cols["key"][i]),
-                        "op": str(cols["op"][i]),
-                        "dtype": str(cols["dtype"][i]),
-                        "side": side,
-                        "drift": float(value),
-                        "q": float(q),
-                        "runs": int(cols[f"{side}_runs"][i]),
-                        "verdict": str(cols["verdict"][i]),
-                    }
-                )
+    for side in ("base", "cand"):
+        drift, q = cols[f"{side}_drift"], cols[f"{side}_drift_q"]
+        for i in np.flatnonzero(_trending(drift, q, settings)):
+            rows.append(
+                {
+                    "key": str(cols["key"][i]),
+                    "op": str(cols["op"][i]),
+                    "dtype": str(cols["dtype"][i]),
+                    "side": side,
+                    "drift": float(drift[i]),
+                    "q": float(q[i]),
+                    "runs": int(cols[f"{side}_runs"][i]),
+                    "verdict": str(cols["verdict"][i]),
+                }
+            )
     rows.sort(key=lambda r: (-abs(float(r["drift"])), r["key"], r["side"]))
     return {
         "alpha": settings.drift_alpha,
