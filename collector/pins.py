@@ -23,7 +23,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -70,15 +70,9 @@ class FrameworkPins:
         }
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "torch": self.torch,
-            "flashinfer": self.flashinfer,
-            "cuda": self.cuda,
-            "base_image": self.base_image,
-            **{k: self.extra[k] for k in sorted(self.extra)},
-        }
+        # The named fields, then the extra ones flat beside them (as the manifest has them).
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {**data, **{k: self.extra[k] for k in sorted(self.extra)}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str) -> FrameworkPins:

@@ -47,6 +47,10 @@ class BackendStartupError(UserError):
         self.detail = detail
 
 
+# What a worker is sent of a task (collector/worker.py reads these).
+_MESSAGE_FIELDS = ("task_id", "op", "values", "run", "clock_reference_mhz", "panel")
+
+
 @dataclass
 class Task:
     task_id: str
@@ -90,14 +94,7 @@ class Task:
         )
 
     def message(self) -> dict[str, Any]:
-        return {
-            "task_id": self.task_id,
-            "op": self.op,
-            "values": self.values,
-            "run": self.run,
-            "clock_reference_mhz": self.clock_reference_mhz,
-            "panel": self.panel,
-        }
+        return {name: getattr(self, name) for name in _MESSAGE_FIELDS}
 
 
 @dataclass

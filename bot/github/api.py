@@ -15,6 +15,17 @@ from typing import Any
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 
 
+def _texts(data: dict[str, Any], *names: str) -> dict[str, str]:
+    """The named string fields of a GitHub object ("" where absent or null)."""
+    return {name: str(data.get(name) or "") for name in names}
+
+
+def _author(data: dict[str, Any]) -> dict[str, str]:
+    """Who wrote a comment or issue: the user's login and account type (User, Bot)."""
+    user = data.get("user") or {}
+    return {"author": str(user.get("login") or ""), "author_type": str(user.get("type") or "")}
+
+
 @dataclass(frozen=True)
 class Comment:
     id: int
@@ -27,16 +38,8 @@ class Comment:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Comment:
-        user = data.get("user") or {}
-        return cls(
-            id=int(data["id"]),
-            body=str(data.get("body") or ""),
-            author=str(user.get("login") or ""),
-            author_type=str(user.get("type") or ""),
-            html_url=str(data.get("html_url") or ""),
-            created_at=str(data.get("created_at") or ""),
-            updated_at=str(data.get("updated_at") or ""),
-        )
+        texts = _texts(data, "body", "html_url", "created_at", "updated_at")
+        return cls(id=int(data["id"]), **texts, **_author(data))
 
 
 @dataclass(frozen=True)
@@ -101,16 +104,8 @@ class Issue:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Issue:
-        user = data.get("user") or {}
-        return cls(
-            number=int(data["number"]),
-            title=str(data.get("title") or ""),
-            body=str(data.get("body") or ""),
-            state=str(data.get("state") or ""),
-            author=str(user.get("login") or ""),
-            author_type=str(user.get("type") or ""),
-            html_url=str(data.get("html_url") or ""),
-        )
+        texts = _texts(data, "title", "body", "state", "html_url")
+        return cls(number=int(data["number"]), **texts, **_author(data))
 
 
 class RepoApi:

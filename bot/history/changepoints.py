@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from statistics import NormalDist
 from typing import Any
 
@@ -56,17 +56,9 @@ class ChangePoint:
         return self.after_ms / self.before_ms
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "run": self.run,
-            "previous_run": self.previous_run,
-            "before_ms": self.before_ms,
-            "after_ms": self.after_ms,
-            "ratio": self.ratio,
-            "noise": self.noise,
-            "commit": self.commit,
-            "previous_commit": self.previous_commit,
-        }
+        # Every field but `case` (a row of this history only), and the derived ratio.
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "case"}
+        return {**data, "ratio": self.ratio}
 
 
 def _stderr(log_lo: np.ndarray, log_hi: np.ndarray) -> float:

@@ -16,7 +16,7 @@ import io
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,24 +70,9 @@ class ImageResult:
         return self.id
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "ref": self.ref,
-            "id": self.id,
-            "digest": self.digest,
-            "repo_digest": self.repo_digest,
-            "content_hash": self.content_hash,
-            "framework": self.framework,
-            "pins": self.pins,
-            "base_image": self.base_image,
-            "base_identity": self.base_identity,
-            "built": self.built,
-            "pulled": self.pulled,
-            "pushed": self.pushed,
-            "cached_steps": self.cached_steps,
-            "total_steps": self.total_steps,
-            "installed": self.installed,
-            "verified_at": self.verified_at,
-        }
+        # Every field but the notes (printed, not recorded), and the derived digest.
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "notes"}
+        return {**data, "digest": self.digest}
 
 
 def resolve_base(client: Any, pins: FrameworkPins, override: str | None) -> tuple[str, str]:
