@@ -6,7 +6,7 @@ comparison.schema.json, key for key.
 
 from __future__ import annotations
 
-from typing import Any, Required, TypedDict
+from typing import Any, Required, SupportsIndex, TypedDict
 
 import pyarrow as pa
 
@@ -74,6 +74,11 @@ CASE_TABLE_SCHEMA = pa.schema(
 LATER_CASE_COLUMNS = frozenset(
     {"base_drift", "base_drift_q", "cand_drift", "cand_drift_q", "drifting"}
 )
+
+
+def case_identity(cols: dict[str, Any], i: SupportsIndex) -> dict[str, str]:
+    """Row `i`'s key, op and dtype, which head each listed case (outliers, drift)."""
+    return {name: str(cols[name][i]) for name in ("key", "op", "dtype")}
 
 
 class CaseRow(TypedDict, total=False):

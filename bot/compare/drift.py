@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from bot.compare import stats
+from bot.compare.contract import case_identity
 
 # Fewer runs than this: no trend test (Mann-Kendall cannot reach p < 0.05 below 4 runs).
 MIN_RUNS = 5
@@ -146,9 +147,7 @@ def summary(
         for i in np.flatnonzero(_trending(drift, q, settings)):
             rows.append(
                 {
-                    "key": str(cols["key"][i]),
-                    "op": str(cols["op"][i]),
-                    "dtype": str(cols["dtype"][i]),
+                    **case_identity(cols, i),
                     "side": side,
                     "drift": float(drift[i]),
                     "q": float(q[i]),

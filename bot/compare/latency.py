@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bot.compare import cross_gpu, drift, stats
-from bot.compare.contract import CASE_TABLE_SCHEMA, PARAM_PREFIX, CaseRow
+from bot.compare.contract import CASE_TABLE_SCHEMA, PARAM_PREFIX, CaseRow, case_identity
 from collector.ops import get_op
 from collector.record import RunRecord
 from collector.sample_checks import (
@@ -331,16 +331,8 @@ def outlier_summary(table: CaseTable, listed: int = 50) -> dict[str, Any]:
         outliers, samples = table[f"{side}_outliers"], table[f"{side}_samples"]
         for i in np.flatnonzero(outliers > 0):
             if many_outliers(int(outliers[i]), int(samples[i])):
-                rows.append(
-                    {
-                        "key": str(table["key"][i]),
-                        "op": str(table["op"][i]),
-                        "dtype": str(table["dtype"][i]),
-                        "side": side,
-                        "outliers": int(outliers[i]),
-                        "samples": int(samples[i]),
-                    }
-                )
+                counts = {"outliers": int(outliers[i]), "samples": int(samples[i])}
+                rows.append({**case_identity(table.cols, i), "side": side, **counts})
     rows.sort(key=lambda r: (-int(r["outliers"]) / int(r["samples"]), r["key"], r["side"]))
     return {
         "distance": OUTLIER_DISTANCE,

@@ -17,6 +17,13 @@ def _num(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def half_width(latest: dict[str, Any] | None) -> float | None:
+    """Half the latest point's interval over its value (None: no point or no interval)."""
+    if latest and latest["lo"] is not None and latest["hi"] is not None:
+        return float((latest["hi"] - latest["lo"]) / 2 / latest["ms"])
+    return None
+
+
 def case_summary(history: History, row: int) -> dict[str, Any]:
     """Window figures of one case: points, failures, latest point and how far it wandered."""
     ms = history.ms[row]

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from bot.history.changepoints import ChangePoint, CommitGroup
 from bot.history.core import History
-from bot.history.export import case_summary
+from bot.history.export import case_summary, half_width
 from bot.render.comment import case_label, fmt_change, fmt_ms
 from bot.render.sanitize import clean
 from bot.render.sparkline import sparkline
@@ -62,9 +62,8 @@ def print_history(
         case = history.cases[row]
         summary = case_summary(history, row)
         latest = summary["latest"]
-        half = "–"
-        if latest and latest["lo"] is not None and latest["hi"] is not None:
-            half = f"{(latest['hi'] - latest['lo']) / 2 / latest['ms'] * 100:.1f}%"
+        share = half_width(latest)
+        half = "–" if share is None else f"{share * 100:.1f}%"
         spread = summary["range"]
         kernels = summary["kernels"]
         kernel = (latest or {}).get("kernel") or (kernels[-1] if kernels else "–")

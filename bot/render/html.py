@@ -47,6 +47,8 @@ PROVENANCE_NAMES = {
     "started_at": "started",
     "finished_at": "finished",
 }
+# Provenance rows that only a comparison's report shows (a failed run's page leaves them out).
+_COMPARISON_ONLY_PROVENANCE = ("plan_hash", "case_set", "collector_hash")
 MAX_TABLE_ROWS = 20000
 # Changed cases written as table rows; past this many cases the table is paged from JSON.
 MAX_SHOWN_ROWS = 300
@@ -482,21 +484,11 @@ def render_html_report(
     ]
     base, cand = comparison["baseline"], comparison["candidate"]
     shown_rows, cases_json, cases_rest = _case_rows(cases)
-    prov_keys = (
-        "run_id",
-        "status",
-        "git_sha",
-        "backend",
-        "framework",
-        "framework_version",
-        "plan_hash",
-        "case_set",
-        "collector_hash",
-        "started_at",
-        "finished_at",
-    )
     provenance = (
-        [{"name": PROVENANCE_NAMES[k], "base": base.get(k), "cand": cand.get(k)} for k in prov_keys]
+        [
+            {"name": name, "base": base.get(k), "cand": cand.get(k)}
+            for k, name in PROVENANCE_NAMES.items()
+        ]
         + [
             {
                 "name": f"GPU {'UUID' if k == 'uuid' else k.upper() if k == 'cuda' else k}",
@@ -595,17 +587,9 @@ def render_run_html_report(info: Any) -> str:
             group_rows=[],
             dispatch=[],
             provenance=[
-                {"name": PROVENANCE_NAMES[k], "base": None, "cand": meta.get(k)}
-                for k in (
-                    "run_id",
-                    "status",
-                    "git_sha",
-                    "backend",
-                    "framework",
-                    "framework_version",
-                    "started_at",
-                    "finished_at",
-                )
+                {"name": name, "base": None, "cand": meta.get(k)}
+                for k, name in PROVENANCE_NAMES.items()
+                if k not in _COMPARISON_ONLY_PROVENANCE
             ],
             histogram=None,
             forest=None,

@@ -23,7 +23,7 @@ from bot.compare.stats import Settings, geomean_interval
 from bot.history import source
 from bot.history.changepoints import ChangePoint, by_commit, change_points
 from bot.history.core import History, HistorySettings, read_history
-from bot.history.export import case_summary
+from bot.history.export import case_summary, half_width
 from bot.keys import case_file, series_dir, slug
 from bot.render.comment import case_label, fmt_change, fmt_ms
 from bot.render.html import html_environment
@@ -122,9 +122,8 @@ def _case_points(history: History, row: int) -> list[Point]:
 def _case_row(history: History, row: int, steps: list[ChangePoint]) -> dict[str, Any]:
     summary = case_summary(history, row)
     latest = summary["latest"]
-    half = ""
-    if latest and latest["lo"] is not None and latest["hi"] is not None:
-        half = f"±{(latest['hi'] - latest['lo']) / 2 / latest['ms'] * 100:.1f}%"
+    share = half_width(latest)
+    half = "" if share is None else f"±{share * 100:.1f}%"
     spread = summary["range"]
     failed = [f is not None for f in history.failure[row]]
     return {
