@@ -32,7 +32,6 @@ ALLOWED = {
     "bot/render/html.py::render_html_report": "the report's context, one key per section",
     "bot/history/table.py::print_history": "the history table, built column by column",
     "bot/result_bundle.py::load_result": "a bundle's every check in turn, each one line naming file and field",
-    "bot/github/plan.py::decide_event": "the trigger decision: one return per kind of event",
     "bot/conclude.py::conclude": "the conclude pipeline's steps in order",
 }
 

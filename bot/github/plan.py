@@ -115,6 +115,11 @@ def _base(event: PullRequestEvent, **kw: Any) -> Plan:
     )
 
 
+def _skip(event: PullRequestEvent, code: str, reason: str, **kw: Any) -> Plan:
+    """A plan that collects nothing, with its code and the reason the comment gives."""
+    return _base(event, trigger=False, code=code, reason=reason, **kw)
+
+
 def decide_event(
     event_name: str,
     event: PullRequestEvent | None,
@@ -134,68 +139,36 @@ def decide_event(
     if event.action == "synchronize":
         labels = [name for name in event.labels if is_trigger_name(name)]
         if not labels:
-            return _base(
-                event,
-                trigger=False,
-                code=NEW_COMMITS,
-                reason=f"new commits ({short(event.head_sha)}); no trigger label to drop.",
-            )
+            reason = f"new commits ({short(event.head_sha)}); no trigger label to drop."
+            return _skip(event, NEW_COMMITS, reason)
         names = ", ".join(f"`{name}`" for name in labels)
-        return _base(
+        return _skip(
             event,
-            trigger=False,
-            code=NEW_COMMITS,
-            reason=(
-                f"new commits arrived (head is now {short(event.head_sha)}); a label approves "
-                f"only the commit it was applied to, so {names} must be applied again."
-            ),
+            NEW_COMMITS,
+            f"new commits arrived (head is now {short(event.head_sha)}); a label approves "
+            f"only the commit it was applied to, so {names} must be applied again.",
             remove_labels=labels,
             notice=new_commits_notice(event.before, event.head_sha, labels),
         )
-    if event.action == "unlabeled":
-        if event.label and is_trigger_name(event.label):
-            return _base(
-                event,
-                trigger=False,
-                code=LABEL_REMOVED,
-                label=event.label,
-                reason=f"trigger label `{event.label}` was removed; nothing to collect.",
-            )
-        return _base(
-            event,
-            trigger=False,
-            code=UNRELATED_LABEL,
-            label=event.label,
-            reason=f"label `{event.label}` is not a trigger label (`collect/<backend>...`).",
-        )
-    if event.action != "labeled":
-        return _base(
-            event,
-            trigger=False,
-            code=NOT_A_LABEL_EVENT,
-            reason=f"`{event.action}` does not trigger a collection; a maintainer's label does.",
-        )
-    if not event.label or not is_trigger_name(event.label):
-        return _base(
-            event,
-            trigger=False,
-            code=UNRELATED_LABEL,
-            label=event.label,
-            reason=f"label `{event.label}` is not a trigger label (`collect/<backend>...`).",
-        )
+    label = event.label
+    trigger_label = label is not None and is_trigger_name(label)
+    if event.action == "unlabeled" and trigger_label:
+        reason = f"trigger label `{label}` was removed; nothing to collect."
+        return _skip(event, LABEL_REMOVED, reason, label=label)
+    if event.action not in ("labeled", "unlabeled"):
+        reason = f"`{event.action}` does not trigger a collection; a maintainer's label does."
+        return _skip(event, NOT_A_LABEL_EVENT, reason)
+    if event.action == "unlabeled" or label is None or not trigger_label:
+        reason = f"label `{label}` is not a trigger label (`collect/<backend>...`)."
+        return _skip(event, UNRELATED_LABEL, reason, label=label)
     try:
-        trigger = parse_label(event.label, backends=backends, ops=ops)
+        trigger = parse_label(label, backends=backends, ops=ops)
     except LabelError as exc:
-        return _base(event, trigger=False, code=BAD_LABEL, label=event.label, reason=str(exc))
+        return _skip(event, BAD_LABEL, str(exc), label=label)
     assert trigger is not None
     if event.state != "open":
-        return _base(
-            event,
-            trigger=False,
-            code=PR_CLOSED,
-            label=event.label,
-            reason=f"the pull request is {event.state}; nothing to collect.",
-        )
+        reason = f"the pull request is {event.state}; nothing to collect."
+        return _skip(event, PR_CLOSED, reason, label=label)
     return trigger
 
 
@@ -215,44 +188,28 @@ def decide_with_facts(event: PullRequestEvent, trigger: TriggerLabel, facts: Fac
     }
     who = f"{event.sender} ({facts.labeler_role or facts.labeler_permission})"
     if permission_rank(facts.labeler_permission) < permission_rank(REQUIRED_PERMISSION):
-        return _base(
+        return _skip(
             event,
-            trigger=False,
-            code=LABELER_LACKS_PERMISSION,
-            reason=(
-                f"`{trigger.name}` was applied by {who}; approving a collection needs "
-                f"{REQUIRED_PERMISSION} permission or more, so the label was removed."
-            ),
+            LABELER_LACKS_PERMISSION,
+            f"`{trigger.name}` was applied by {who}; approving a collection needs "
+            f"{REQUIRED_PERMISSION} permission or more, so the label was removed.",
             remove_labels=[trigger.name],
             notice=lacks_permission_notice(trigger.name),
             **common,
         )
     if facts.current_state != "open":
-        return _base(
-            event,
-            trigger=False,
-            code=PR_CLOSED,
-            reason=f"the pull request is {facts.current_state} now; nothing to collect.",
-            **common,
-        )
+        reason = f"the pull request is {facts.current_state} now; nothing to collect."
+        return _skip(event, PR_CLOSED, reason, **common)
     if trigger.name.lower() not in {name.lower() for name in facts.current_labels}:
-        return _base(
-            event,
-            trigger=False,
-            code=LABEL_GONE,
-            reason=f"`{trigger.name}` is no longer on the pull request; nothing to collect.",
-            **common,
-        )
+        reason = f"`{trigger.name}` is no longer on the pull request; nothing to collect."
+        return _skip(event, LABEL_GONE, reason, **common)
     if facts.current_head_sha != event.head_sha:
-        return _base(
+        return _skip(
             event,
-            trigger=False,
-            code=HEAD_MOVED,
-            reason=(
-                f"the head moved from {short(event.head_sha)} (labelled) to "
-                f"{short(facts.current_head_sha)} since `{trigger.name}` was applied; the label "
-                "approves only the labelled commit. Re-apply it to collect the new head."
-            ),
+            HEAD_MOVED,
+            f"the head moved from {short(event.head_sha)} (labelled) to "
+            f"{short(facts.current_head_sha)} since `{trigger.name}` was applied; the label "
+            "approves only the labelled commit. Re-apply it to collect the new head.",
             **common,
         )
     origin = f"fork {event.head_repo or '(deleted)'}" if event.fork else "this repository"
