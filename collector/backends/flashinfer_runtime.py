@@ -19,7 +19,7 @@ from flashinfer.autotuner import AutoTuner
 from flashinfer.utils import BackendSupportedError
 
 from collector.backends.flashinfer_support import WORKSPACE_BYTES, unsupported_message
-from collector.backends.framework_backend import PerProcess
+from collector.backends.framework_backend import PerProcess, bind_cuda
 
 T = TypeVar("T")
 
@@ -28,12 +28,8 @@ class FlashinferRuntime:
     """One per process: call `runtime(device)`."""
 
     def __init__(self, device: str) -> None:
-        self.device = torch.device(device)
-        if self.device.type != "cuda":
-            raise NotImplementedError(f"the flashinfer backend needs a CUDA device, got {device!r}")
-        self.index = self.device.index if self.device.index is not None else 0
+        self.index = bind_cuda("flashinfer", device)
         self.device = torch.device("cuda", self.index)
-        torch.cuda.set_device(self.index)
         self.version = str(flashinfer.__version__)
         self.capability: tuple[int, int] = tuple(  # type: ignore[assignment]
             torch.cuda.get_device_capability(self.index)

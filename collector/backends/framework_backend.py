@@ -64,6 +64,18 @@ def require_cuda(backend: str, device: str) -> None:
         raise NotImplementedError(f"the {backend} backend needs a CUDA device, got {device!r}")
 
 
+def bind_cuda(backend: str, device: str) -> int:
+    """Make the CUDA device `device` names (`cuda` is 0) this process's own; its index."""
+    import torch
+
+    parsed = torch.device(device)
+    if parsed.type != "cuda":
+        raise NotImplementedError(f"the {backend} backend needs a CUDA device, got {device!r}")
+    index = parsed.index if parsed.index is not None else 0
+    torch.cuda.set_device(index)
+    return index
+
+
 class FrameworkBackend:
     name: str
     framework: str

@@ -42,7 +42,7 @@ from vllm.distributed.parallel_state import model_parallel_is_initialized  # noq
 from vllm.engine.arg_utils import EngineArgs  # noqa: E402
 from vllm.utils.torch_utils import set_default_torch_dtype  # noqa: E402
 
-from collector.backends.framework_backend import PerProcess  # noqa: E402
+from collector.backends.framework_backend import PerProcess, bind_cuda  # noqa: E402
 from collector.backends.vllm_support import (  # noqa: E402
     ACT_DTYPES,
     PROBE_ARCHITECTURE,
@@ -96,11 +96,8 @@ class VllmRuntime:
     """One per process: call `runtime(device)`."""
 
     def __init__(self, device: str) -> None:
+        self.index = bind_cuda("vllm", device)
         self.device = torch.device(device)
-        if self.device.type != "cuda":
-            raise NotImplementedError(f"the vllm backend needs a CUDA device, got {device!r}")
-        self.index = self.device.index if self.device.index is not None else 0
-        torch.cuda.set_device(self.index)
         self.version = str(vllm.__version__)
         self._stack = contextlib.ExitStack()
         self._tmp = Path(tempfile.mkdtemp(prefix="collectbot-vllm-"))
