@@ -32,6 +32,7 @@ from rich.progress import (
 )
 
 from bot.images.context import BuildContext, BuildInputs, assemble, image_tag
+from bot.images.engine import find_local
 from bot.render.sanitize import clean
 from collector.errors import UserError
 from collector.imageref import parse_image_ref
@@ -77,34 +78,20 @@ class ImageResult:
 
 def resolve_base(client: Any, pins: FrameworkPins, override: str | None) -> tuple[str, str]:
     """(reference for FROM, identity for the hash). Unpinned only for a local, unpulled image."""
-    import docker.errors
-
     text = override or pins.base_image
     where = "--base-image" if override else f"manifest frameworks.{pins.name}.base_image"
     ref = parse_image_ref(text, where=where)
     if ref.digest is not None:
         return text, ref.digest
-    try:
-        image = client.images.get(text)
-    except docker.errors.ImageNotFound:
-        raise UserError(
-            f"{where}: {text!r} is not pinned by digest and is not a local image"
-        ) from None
+    image = find_local(client, text)
+    if image is None:
+        raise UserError(f"{where}: {text!r} is not pinned by digest and is not a local image")
     if image.attrs.get("RepoDigests"):
         raise UserError(
             f"{where}: {text!r} came from a registry; pin it by digest "
             f"({image.attrs['RepoDigests'][0]})"
         )
     return text, str(image.id)
-
-
-def find_local(client: Any, tag: str) -> Any | None:
-    import docker.errors
-
-    try:
-        return client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        return None
 
 
 def _registry_of(repository: str) -> str | None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
+from bot.images.engine import find_local
 from bot.images.output import take_output
 from bot.images.recover import attach_container, record_after_exit
 from bot.images.sandbox import (
@@ -89,14 +90,9 @@ def default_cache_dir() -> Path:
 
 def image_identity(client: Any, ref: str) -> tuple[str, str, dict[str, str]]:
     """(image id, digest to record, labels): the registry digest if it has one, else its id."""
-    import docker.errors
-
-    try:
-        image = client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        raise UserError(
-            f"--image {ref}: not in the engine (run `collectbot image ensure` first)"
-        ) from None
+    image = find_local(client, ref)
+    if image is None:
+        raise UserError(f"--image {ref}: not in the engine (run `collectbot image ensure` first)")
     repo_digests = [str(d) for d in image.attrs.get("RepoDigests") or []]
     name = ref.partition("@")[0].rpartition(":")[0] if ":" in ref.rpartition("/")[2] else ref
     digest = next(

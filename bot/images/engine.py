@@ -24,3 +24,13 @@ def connect(timeout: int = 600) -> Any:
             "DOCKER_HOST"
         ) from None
     return client
+
+
+def find_local(client: Any, ref: str) -> Any | None:
+    """The engine's image `ref` names (a tag, id or digest reference); None if it has none."""
+    import docker.errors
+
+    try:
+        return client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return None
