@@ -34,7 +34,7 @@ from typing import Any
 
 from collector import jsonfile
 from collector.errors import UserError
-from collector.jsonfile import read_bytes
+from collector.jsonfile import is_json_type, read_bytes
 from collector.record import sha256_file
 
 BUNDLE_JSON = "bundle.json"
@@ -105,7 +105,7 @@ def check_plan(plan: Any, source: str) -> dict[str, Any]:
     }
     for name, allowed in types.items():
         value = plan.get(name)
-        ok = isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed)
+        ok = is_json_type(value, *allowed)
         _require(ok, f"{source}: field {name!r} has unexpected value {value!r}")
     _require(
         all(isinstance(x, str) for x in plan["remove_labels"]),
@@ -211,7 +211,7 @@ def load_result(path: Path) -> ResultBundle:
     _require(isinstance(repo, str) and repo.count("/") == 1, f"{source}: bad repo {repo!r}")
     run_id = meta.get("workflow_run_id")
     _require(
-        isinstance(run_id, int) and not isinstance(run_id, bool) and run_id > 0,
+        is_json_type(run_id, int) and run_id > 0,
         f"{source}: bad workflow_run_id {run_id!r}",
     )
     head = meta.get("head_sha")

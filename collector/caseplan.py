@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from collector.errors import UserError
+from collector.jsonfile import is_json_type
 from collector.ops import get_op
 from collector.ops.base import KNOWN_DTYPES
 
@@ -53,7 +54,7 @@ class Case:
             if name not in params:
                 raise UserError(f"{source}: case for op {op!r} is missing field {name!r}")
             value = params[name]
-            if typ is int and (isinstance(value, bool) or not isinstance(value, int)):
+            if typ is int and not is_json_type(value, int):
                 raise UserError(f"{source}: field {name!r} must be an integer, got {value!r}")
             if typ is int and (value < 0 or (value == 0 and name not in spec.zero_ok)):
                 raise UserError(f"{source}: field {name!r} must be positive, got {value!r}")

@@ -40,6 +40,11 @@ def depth(value: Any) -> int:
     return deepest
 
 
+def is_json_type(value: Any, *types: type) -> bool:
+    """isinstance for parsed JSON or YAML: `true` is a bool, never a number (to Python, an int)."""
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+
+
 def loads(
     text: str | bytes,
     source: str,

@@ -18,6 +18,7 @@ import numpy as np
 
 from collector.aggregate import RunResult, trimmed_mean
 from collector.caseplan import Case
+from collector.jsonfile import is_json_type
 
 # Version of the definition below: panels of different versions are never compared.
 PANEL_VERSION = "2026-12-01"
@@ -130,9 +131,4 @@ def read_panel(panel: Any) -> dict[str, dict[str, tuple[float, list[float]]]]:
 
 
 def _positive(value: Any) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
+    return is_json_type(value, int, float) and math.isfinite(value) and value > 0

@@ -113,7 +113,7 @@ def _check_meta(run_json: Path, meta: dict[str, Any]) -> None:
         for key in _COUNT_KEYS:
             value = block.get(key, 0)
             _require(
-                isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                jsonfile.is_json_type(value, int) and value >= 0,
                 f"{run_json}: field '{where}.{key}' must be a count, not {value!r:.80}",
             )
     shard = meta.get("shard")
@@ -318,7 +318,7 @@ def _read_failures(path: Path) -> list[FailureRecord]:
         for key, types in _FAILURE_FIELDS.items():
             value = item.get(key, "" if str in types else None)
             _require(
-                isinstance(value, types) and not isinstance(value, bool),
+                jsonfile.is_json_type(value, *types),
                 f"{path}: record {i} field {key!r} has unexpected value {value!r:.80}",
             )
         op = item.get("op")
