@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from bot.collect_command import collect_command
-from bot.compare.comparison import Baseline, compare_runs, load_cases
+from bot.compare.comparison import Baseline, Comparison, compare_runs, load_cases
 from bot.compare.stats import Settings
 from bot.render.comment import RenderOptions, render_comment
 from bot.render.html import render_html_report
@@ -68,6 +68,17 @@ def collect_alternating(
             )
 
 
+def collect_paired(
+    base: Collection, cand: Collection, runs: int, console: Console, label: str
+) -> Comparison:
+    """Both sides collected case by case, finished, and compared as one paired measurement."""
+    collect_alternating(base, cand, runs, console, label)
+    base.finish("complete")
+    cand.finish("complete")
+    paired = Baseline(kind="explicit-run", paired=True)
+    return compare_runs(read_record(base.out), read_record(cand.out), DEMO_SETTINGS, paired)
+
+
 def run_demo(out: Path, quiet: bool = False) -> DemoResult:
     base_cfg = CollectConfig(
         out=out / "base-run",
@@ -91,15 +102,7 @@ def run_demo(out: Path, quiet: bool = False) -> DemoResult:
     cand_cfg.command = collect_command(cand_cfg, "cand-run")
     base, cand = Collection(base_cfg), Collection(cand_cfg)
     console = Console(stderr=True, quiet=quiet)
-    collect_alternating(base, cand, DEMO_PROTOCOL.runs, console, "demo")
-    base.finish("complete")
-    cand.finish("complete")
-    result = compare_runs(
-        read_record(out / "base-run"),
-        read_record(out / "cand-run"),
-        DEMO_SETTINGS,
-        Baseline(kind="explicit-run", paired=True),
-    )
+    result = collect_paired(base, cand, DEMO_PROTOCOL.runs, console, "demo")
     cmp_path = result.write(out / "comparison")
     comment = out / "comment.md"
     body = render_comment(result.data, RenderOptions(report_url="report.html"))
