@@ -153,6 +153,11 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     assert set(chosen["keys"]) == slow and 0 < len(slow) < 4
     assert read_record(work / "C").meta["canary"]["factor"] == ps.CANARY_FACTOR
 
+    # A complete step's work folder is not run again.
+    capsys.readouterr()
+    assert ps.main(["aa", "--out", str(out), "--work", str(tmp_path / "w2"), *common]) == 2
+    assert capsys.readouterr().err.startswith("error: ") and summary["complete"]
+
     args = ["fixed", "--out", str(out), "--work", str(tmp_path / "w3"), "--runs", "3"]
     assert ps.main([*args, *common]) == 0
     fixed = json.loads((out / ps.summary_name("fixed")).read_text())

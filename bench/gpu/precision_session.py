@@ -168,6 +168,8 @@ def prepare_work(args: argparse.Namespace, step: str) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     if not (work / SEGMENTS_JSON).is_file():
         (work / SEGMENTS_JSON).write_text("[]\n")
+    if any(seg["complete"] for seg in json.loads((work / SEGMENTS_JSON).read_text())):
+        raise UserError(f"{work}: the {step} step is complete; name a new --work to run it again")
     fs.say(f"{step}: work folder {work}")
     return work
 
