@@ -218,11 +218,19 @@ def run_step(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.monotonic()
     deadline = t0 + args.minutes * 60
     work = prepare_work(args, args.step)
-    cols = {name: open_collection(work, name, args) for name in STEPS[args.step] if name != "C"}
-    fs.say(f"workers ready; {len(cols[next(iter(cols))].plan.cases)} cases")
-    if args.step == "aa":
-        add_canary(work, cols, args, deadline)
-    complete = set(cols) == set(STEPS[args.step]) and fs.drive(cols, deadline)
+    cols: dict[str, Collection] = {}
+    try:  # workers ignore SIGTERM: an error must close them, or the interpreter waits forever
+        for name in STEPS[args.step]:
+            if name != "C":  # C once A's first round has chosen its cases (add_canary)
+                cols[name] = open_collection(work, name, args)
+        fs.say(f"workers ready; {len(cols[next(iter(cols))].plan.cases)} cases")
+        if args.step == "aa":
+            add_canary(work, cols, args, deadline)
+        complete = set(cols) == set(STEPS[args.step]) and fs.drive(cols, deadline)
+    except BaseException:
+        for c in cols.values():
+            c.close()
+        raise
     fs.finish(cols, complete)
     segments = add_segment(work, cols, complete, time.monotonic() - t0)
     records = {name: read_record(work / name) for name in cols}
