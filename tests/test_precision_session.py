@@ -131,6 +131,13 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     assert ps.main([*args, *common]) == 0
     summary = json.loads((first / ps.summary_name("aa")).read_text())
     assert summary["complete"] is False and sorted(summary["collections"]) == ["A", "B"]
+    # What came back so far can be analysed already: partial, no canary, no verdict passed.
+    table = write_table(tmp_path / "t.parquet", CPU_ROWS)
+    capsys.readouterr()
+    assert ps.main(["analyse", str(first), "--table", str(table)]) == 0
+    partial = json.loads(capsys.readouterr().out)
+    assert partial["status"] == {"A": "partial", "B": "partial"} and partial["canary"] is None
+    assert partial["aa"]["cases"] == 0 and partial["aa"]["pass"] is False
     # ...which a fresh work folder resumes from the tarball, to the end.
     args = ["aa", "--out", str(out), "--work", str(tmp_path / "w2"), "--minutes", "30"]
     args += ["--resume-from", str(first / ps.tar_name("aa"))]
@@ -165,7 +172,6 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     fixed = json.loads((out / ps.summary_name("fixed")).read_text())
     assert fixed["complete"] is True and fixed["collections"]["F"]["cost"]["runs_mean"] == 3
 
-    table = write_table(tmp_path / "t.parquet", CPU_ROWS)
     md = tmp_path / "report.md"
     capsys.readouterr()
     assert ps.main(["analyse", str(out), "--table", str(table), "--markdown", str(md)]) == 0
@@ -188,4 +194,5 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     assert set(cost) == {"A", "B", "C", "F", "prestart"} and cost["A"]["of_fixed"] > 0
     text = md.read_text()
     assert "| A/A (A vs B, same GPU) | 4 cases" in text and "| cost F |" in text
+    assert text.startswith("Records: A complete, B complete, C complete, F complete.")
     assert "| bfloat16 |" in text
