@@ -6,8 +6,8 @@ Usage (repository root, vLLM installed from the offline bundle):
 
 On the H200 our fp8 GEMMs ran at 0.88 of the field's table at the median of random shapes,
 bf16 at 1.00, with the same kernel (CutlassFP8ScaledMMLinearKernel). The field's collector
-(aiconfigurator's `collector/vllm/collect_gemm.py`) differs from ours in three ways, each a
-variant here, timed on the same shapes (`--cases`, default the drawn fleet shapes):
+(aiconfigurator's vLLM GEMM collector) differs from ours in two ways, each a variant here,
+timed on the same shapes (`--cases`, default the drawn fleet shapes):
 
 - `ours`: the collector's own prepared call and timing;
 - `default_config`: our layers built under a default `VllmConfig()`, as the field's collector
@@ -25,11 +25,8 @@ quantisation kernels directly. `--analyse` prints, per (dtype, variant), the med
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.gpu.gap_cli import check_mode, gap_parser, variant_rows, write_rows
 from bench.vllm_reference import TABLES, case_key
 from collector.backends.base import Prepared
 from collector.caseplan import Case, build_plan
@@ -161,11 +159,10 @@ def gap_table(rows: list[dict[str, Any]], reference: list[dict[str, Any]]) -> li
 def analyse(path: Path, reference_dir: Path, version: str) -> int:
     import pyarrow.parquet as pq
 
-    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     table = pq.read_table(reference_dir / TABLES["gemm"].format(v=version)).to_pylist()
     print("| dtype | variant | cases | ours / table | table - ours (us) |")
     print("| --- | --- | --- | --- | --- |")
-    for g in gap_table([x for x in lines if "variant" in x], table):
+    for g in gap_table(variant_rows(path), table):
         print(
             f"| {g['gemm_dtype']} | {g['variant']} | {g['cases']} | "
             f"{g['median_ratio']:.3f} | {g['median_gap_us']:+.2f} |"
@@ -174,21 +171,11 @@ def analyse(path: Path, reference_dir: Path, version: str) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="JSON lines file to write.")
-    parser.add_argument("--analyse", type=Path, help="Read these JSON lines, print the table.")
-    parser.add_argument("--reference-dir", type=Path, help="The field's perf tables ($AIC_DATA).")
-    parser.add_argument("--version", default="0.24.0", help="vLLM version of the tables.")
+    parser = gap_parser(__doc__)
     parser.add_argument("--cases", type=Path, default=HERE / "fleet_cases.yaml")
-    parser.add_argument("--device", default="cuda:0")
-    parser.add_argument("--samples", type=int, default=8)
     args = parser.parse_args()
-    if args.analyse:
-        if args.reference_dir is None:
-            parser.error("--analyse needs --reference-dir")
+    if check_mode(parser, args):
         return analyse(args.analyse, args.reference_dir, args.version)
-    if args.out is None:
-        parser.error("--out is required to measure")
     from collector.backends import vllm_runtime
 
     info = fingerprint(args.device)
@@ -196,17 +183,13 @@ def main() -> int:
     protocol = Protocol(runs=1, samples=args.samples, warmup=3, target_ci=0.0)
     runtime = vllm_runtime.runtime(args.device)
     l2 = int(info.get("l2_bytes") or 0)
-    start = time.monotonic()
-    with args.out.open("w") as out:
-        out.write(json.dumps({"device": info.get("name"), "uuid": info.get("uuid")}) + "\n")
-        for case in gemm_cases(args.cases):
-            for variant in VARIANTS:
-                row = measure(runtime, case, variant, protocol, clocks, l2)
-                out.write(json.dumps(row) + "\n")
-                out.flush()
-                ms = row.get("latency_ms")
-                shown = f"{ms * 1e3:.2f} us" if ms else row.get("error", "")[:120]
-                print(f"[{time.monotonic() - start:6.1f}s] {variant:17s} {case.key}: {shown}")
+    write_rows(
+        args.out,
+        {"device": info.get("name"), "uuid": info.get("uuid")},
+        gemm_cases(args.cases),
+        VARIANTS,
+        lambda case, variant: measure(runtime, case, variant, protocol, clocks, l2),
+    )
     return 0
 
 
