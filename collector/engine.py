@@ -251,7 +251,9 @@ class Collection:
             if self.cfg.workers == 0:
                 return self._start_in_process()
             self.pool = WorkerPool(
-                [self._spec(i, d) for i, d in enumerate(self.devices)], self.cfg.case_timeout_s
+                [self._spec(i, d) for i, d in enumerate(self.devices)],
+                self.cfg.case_timeout_s,
+                prestart=self.cfg.protocol.prestart_workers_on(self.cfg.device),
             )
             infos = self.pool.wait_ready()  # Collection.__init__ closes the pool on any error
             self.device_infos = [dict(i) for i in infos]
@@ -480,6 +482,8 @@ class Collection:
         ):
             self.pool.recycle()
         self._round_begun = run
+        if self.pool is not None:
+            self.pool.prestart()  # the next round's spares import while this one measures
 
         def on_outcome(outcome: RunResult | FailureRecord) -> None:
             self.record(outcome)
@@ -588,6 +592,7 @@ class Collection:
                 self.meta["worker_starts"] = {
                     "recycles": self.pool.recycles,
                     "replacements": self.pool.replacements,
+                    "prestarted": self.pool.prestarted,
                     "seconds": round(self.pool.startup_seconds, 3),
                 }
             self.pool.close()

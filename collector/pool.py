@@ -126,6 +126,7 @@ class WorkerPool:
         specs: list[WorkerSpec],
         case_timeout_s: float,
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
+        prestart: bool = False,
     ) -> None:
         self._mp = mp.get_context("spawn")
         self.case_timeout_s = case_timeout_s
@@ -136,12 +137,31 @@ class WorkerPool:
         # spent waiting for workers to become ready (a cost of the run, not of any case).
         self.recycles = 0
         self.startup_seconds = 0.0
+        # With `prestart`, the next round's processes start while this round measures: each
+        # imports its backend and waits in standby (`prestart`), so a recycle only has to make
+        # their CUDA contexts. `prestarted` counts the recycles that took spares.
+        self.prestart_enabled = prestart
+        self.spares: list[_Worker] = []
+        self.prestarted = 0
         try:
             for i, spec in enumerate(specs):
                 self.workers.append(self._spawn(i, spec))
         except BaseException:
             self.close()
             raise
+
+    def _next_spec(self, spec: WorkerSpec, recycle: int) -> WorkerSpec:
+        return replace(spec, name=f"{spec.name.split('.')[0]}.r{recycle}", standby=False)
+
+    def prestart(self) -> None:
+        """Start a standby spare for every slot, for the next recycle (no-op when off or when
+        spares are already waiting)."""
+        if not self.prestart_enabled or self.spares:
+            return
+        self.spares = [
+            self._spawn(w.slot, replace(self._next_spec(w.spec, self.recycles + 1), standby=True))
+            for w in self.workers
+        ]
 
     def _spawn(self, slot: int, spec: WorkerSpec, failures: int = 0) -> _Worker:
         parent, child = self._mp.Pipe()
@@ -192,7 +212,7 @@ class WorkerPool:
                 msg["classification"],
                 msg,
             )
-        if msg["type"] == "ready":
+        if msg["type"] == "ready":  # a spare's "standby" comes first and means nothing here
             w.ready = True
             w.info = msg["device_info"]
             w.startup_failures = 0
@@ -203,28 +223,51 @@ class WorkerPool:
         Between rounds: a process keeps one draw of the memory-system state that short
         kernels' speed follows, so the runs of a case taken in one process share it
         (docs/statistics.md); fresh processes make each round's runs independent draws.
+        The old processes exit before a spare makes its CUDA context.
         """
-        old = self.workers
-        for w in old:
+        self._stop(self.workers)
+        self.recycles += 1
+        spares = {w.slot: w for w in self.spares if w.process.is_alive()}
+        self._stop([w for w in self.spares if w.slot not in spares])
+        self.spares = []
+        if spares:
+            self.prestarted += 1
+        fresh: list[_Worker] = []
+        for w in self.workers:
+            spare = spares.get(w.slot)
+            if spare is not None and self._go(spare):
+                fresh.append(spare)
+            else:
+                fresh.append(self._spawn(w.slot, self._next_spec(w.spec, self.recycles)))
+        self.workers = fresh
+        self.wait_ready()
+
+    @staticmethod
+    def _go(spare: _Worker) -> bool:
+        """Start a spare; from now on it is a worker like any (its replacements start at once)."""
+        try:
+            spare.conn.send("go")
+        except OSError:
+            return False
+        spare.spec = replace(spare.spec, standby=False)
+        spare.started = time.monotonic()
+        return True
+
+    @staticmethod
+    def _stop(workers: list[_Worker]) -> None:
+        """Ask each process to exit, then kill what is still there after 30 s."""
+        for w in workers:
             try:
                 if w.process.is_alive():
                     w.conn.send(None)
             except OSError:
                 pass
-        for w in old:
+        for w in workers:
             w.process.join(30)
             if w.process.is_alive():
                 w.process.kill()
                 w.process.join(5)
             w.conn.close()
-        self.recycles += 1
-        self.workers = [
-            self._spawn(
-                w.slot, replace(w.spec, name=f"{w.spec.name.split('.')[0]}.r{self.recycles}")
-            )
-            for w in old
-        ]
-        self.wait_ready()
 
     def _replace(self, w: _Worker, died_before_ready: bool = False) -> _Worker:
         if w.process.is_alive():
@@ -239,7 +282,7 @@ class WorkerPool:
         self.replacements += 1
         fresh = self._spawn(
             w.slot,
-            replace(w.spec, name=f"{w.spec.name.split('.')[0]}.{self.replacements}"),
+            replace(w.spec, name=f"{w.spec.name.split('.')[0]}.{self.replacements}", standby=False),
             failures,
         )
         self.workers[w.slot] = fresh
@@ -355,14 +398,15 @@ class WorkerPool:
             self._replace(w)
 
     def close(self) -> None:
-        for w in self.workers:
+        workers, self.spares = [*self.workers, *self.spares], []
+        for w in workers:
             try:
                 if w.process.is_alive():
                     w.conn.send(None)
             except (OSError, BrokenPipeError):
                 pass
         deadline = time.monotonic() + 10
-        for w in self.workers:
+        for w in workers:
             w.process.join(max(0.1, deadline - time.monotonic()))
             if w.process.is_alive():
                 w.process.kill()

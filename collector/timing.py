@@ -144,6 +144,15 @@ class Protocol:
         help="Take each round after the first in fresh worker processes ('gpu': on CUDA "
         "devices only), so that a case's runs do not share one process's memory state.",
     )
+    # The next round's processes import their backend while this round measures, so that a
+    # recycle only waits for their CUDA contexts. Off until measured not to perturb on a GPU.
+    prestart_workers: str = setting(
+        "never",
+        choices=FRESH_WORKERS,
+        help="Start the next round's fresh worker processes while the current round "
+        "measures ('gpu': on CUDA devices only); they import their backend and wait, and "
+        "make their CUDA context only once the current round's processes have exited.",
+    )
     # Adaptive stopping: the half-width is over per-run trimmed means, the estimate's own
     # unit; a case still wider than the target goes on up to `runs`.
     min_runs: int = setting(
@@ -185,6 +194,10 @@ class Protocol:
             )
         if self.fresh_workers not in FRESH_WORKERS:
             raise ValueError(f"fresh_workers {self.fresh_workers!r} is not one of {FRESH_WORKERS}")
+        if self.prestart_workers not in FRESH_WORKERS:
+            raise ValueError(
+                f"prestart_workers {self.prestart_workers!r} is not one of {FRESH_WORKERS}"
+            )
         if self.cpu_clock not in CPU_CLOCKS:
             raise ValueError(f"cpu_clock {self.cpu_clock!r} is not one of {CPU_CLOCKS}")
 
@@ -192,6 +205,13 @@ class Protocol:
         """Whether rounds after the first take fresh worker processes on this device."""
         gpu = self.fresh_workers == "gpu" and device.startswith("cuda")
         return gpu or self.fresh_workers == "always"
+
+    def prestart_workers_on(self, device: str) -> bool:
+        """Whether fresh workers for the next round start while a round measures."""
+        on = self.prestart_workers == "always" or (
+            self.prestart_workers == "gpu" and device.startswith("cuda")
+        )
+        return on and self.fresh_workers_on(device)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

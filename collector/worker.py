@@ -28,6 +28,9 @@ class WorkerSpec:
     backend_options: dict[str, Any] = field(default_factory=dict)
     # The device slot: tasks routed to it go to this worker and its replacements only.
     slot: int = 0
+    # A spare for the next round: import the backend, say "standby", and wait for "go"
+    # before making a CUDA context (collector/pool.py, `WorkerPool.prestart`).
+    standby: bool = False
 
 
 def _device_index(device: str) -> int:
@@ -38,6 +41,8 @@ def _device_index(device: str) -> int:
 def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if spec.standby and not _stand_by(conn, spec):
+        return
     try:
         ctx, info = _start(spec)
     except Exception as exc:
@@ -79,6 +84,23 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         if poisons_context(outcome.classification):
             conn.close()
             os._exit(0)  # the coordinator replaces this worker with a fresh context
+
+
+def _stand_by(conn: Connection, spec: WorkerSpec) -> bool:
+    """Import the backend, then wait for the coordinator's "go"; False: exit instead.
+    A failed import is left for `_start` to repeat and report as the worker's start."""
+    from collector.backends import preload
+
+    try:
+        preload(spec.backend)
+        preloaded = True
+    except Exception:  # reported by `_start`, which imports it again
+        preloaded = False
+    conn.send({"type": "standby", "pid": os.getpid(), "preloaded": preloaded})
+    try:
+        return bool(conn.recv() == "go")
+    except EOFError:
+        return False
 
 
 def _start(spec: WorkerSpec) -> tuple[Any, dict[str, Any]]:

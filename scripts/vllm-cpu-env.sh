@@ -37,4 +37,5 @@ PYTHONPATH="$PWD:$DIR/site:$DIR/deps" HF_HUB_OFFLINE=1 \
 PYTHONPATH="$PWD:$DIR/site:$DIR/deps" HF_HUB_OFFLINE=1 \
     "$PY" -m pytest -q -rs tests/test_vllm_fp8_kv_alignment.py \
     tests/test_attn_backend.py::test_the_names_are_vllms \
-    tests/test_vllm_selection.py::test_the_selection_rules_are_vllms_where_its_source_is_installed
+    tests/test_vllm_selection.py::test_the_selection_rules_are_vllms_where_its_source_is_installed \
+    tests/test_vllm_fp8_quant_path.py

@@ -9,6 +9,8 @@ import numpy as np
 
 from bench.gpu.backend_grid import grid, markdown
 from bench.gpu.decode_gap import decode_cases, gap_table
+from bench.gpu.gemm_gap import gap_table as gemm_gap_table
+from bench.gpu.gemm_gap import gemm_cases
 from collector.caseplan import Case
 from collector.record import read_record
 from tests.factories import attention_params, failure, simulated_runs, write_record
@@ -63,3 +65,23 @@ def test_decode_gap_joins_the_table_under_20_us_by_backend_and_variant() -> None
     assert set(out) == {"ours", "quant"}
     assert out["ours"]["cases"] == 1 and abs(out["ours"]["median_gap_us"] - 1.5) < 1e-9
     assert abs(out["quant"]["median_ratio"] - 1.0) < 1e-9
+
+
+def test_gemm_gap_takes_the_drawn_shapes_and_joins_the_table_by_dtype_and_variant() -> None:
+    cases = gemm_cases(Path("bench/gpu/fleet_cases.yaml"))
+    assert {c.params["gemm_dtype"] for c in cases} == {"bfloat16", "fp8"}
+    fp8 = next(c.params for c in cases if c.params["gemm_dtype"] == "fp8")
+    bf16 = next(c.params for c in cases if c.params["gemm_dtype"] == "bfloat16")
+    table = [{**fp8, "latency": 0.010}, {**bf16, "latency": 0.020}]
+    rows: list[dict[str, Any]] = [
+        {"params": fp8, "variant": "ours", "latency_ms": 0.0088},
+        {"params": fp8, "variant": "default_config", "latency_ms": 0.0100},
+        {"params": bf16, "variant": "ours", "latency_ms": 0.0200},
+        {"params": {**fp8, "m": 999_999}, "variant": "ours", "latency_ms": 1.0},  # not in table
+        {"params": bf16, "variant": "table", "error": "boom"},  # no latency: left out
+    ]
+    out = {(g["gemm_dtype"], g["variant"]): g for g in gemm_gap_table(rows, table)}
+    assert set(out) == {("fp8", "ours"), ("fp8", "default_config"), ("bfloat16", "ours")}
+    assert out[("fp8", "ours")]["cases"] == 1
+    assert abs(out[("fp8", "ours")]["median_gap_us"] - 1.2) < 1e-9
+    assert abs(out[("fp8", "default_config")]["median_ratio"] - 1.0) < 1e-9

@@ -86,11 +86,33 @@ def test_fresh_workers_take_each_round_in_a_new_process(tmp_path: Path) -> None:
     assert starts["seconds"] > 0
 
 
+def test_prestarted_spares_take_every_round_after_the_first(tmp_path: Path) -> None:
+    # With prestart, each recycle hands the round to spares started during the round
+    # before: the same three processes per case, every recycle served by spares.
+    protocol = replace(FAST, fresh_workers="always", prestart_workers="always", target_ci=0.0)
+    rec = _collect_smoke(tmp_path, "m=8,gemm_dtype=bfloat16", protocol)
+    assert rec.status == "complete"
+    assert set(rec.perf["gemm"].column("processes").to_pylist()) == {3}
+    starts = rec.meta["worker_starts"]
+    assert starts["recycles"] == 2 and starts["prestarted"] == 2
+    assert rec.meta["protocol"]["prestart_workers"] == "always"
+
+
+def test_prestart_needs_fresh_workers() -> None:
+    # Spares only serve recycles: without fresh workers nothing is prestarted.
+    assert not Protocol(fresh_workers="never", prestart_workers="always").prestart_workers_on("cpu")
+    assert Protocol(fresh_workers="gpu", prestart_workers="gpu").prestart_workers_on("cuda:0")
+    assert not Protocol(fresh_workers="gpu", prestart_workers="gpu").prestart_workers_on("cpu")
+    with pytest.raises(ValueError, match="prestart_workers 'soon' is not one of"):
+        Protocol(prestart_workers="soon")
+
+
 def test_workers_stay_on_a_cpu_by_default(tmp_path: Path) -> None:
     # "gpu" (the default) recycles only CUDA workers: on a CPU one process takes every run.
     rec = _collect_smoke(tmp_path, "m=8,gemm_dtype=bfloat16", FAST)
     assert set(rec.perf["gemm"].column("processes").to_pylist()) == {1}
     assert rec.meta["worker_starts"]["recycles"] == 0
+    assert rec.meta["worker_starts"]["prestarted"] == 0
 
 
 def test_in_process_runs_record_no_worker_starts(tmp_path: Path) -> None:

@@ -22,17 +22,15 @@ gap"): the variant whose ratio comes to 1.0 names what the table's latency holds
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.gpu.gap_cli import check_mode, gap_parser, variant_rows, write_rows
 from bench.vllm_reference import TABLES, case_key
 from collector.attn_backends import AUTO
 from collector.backends import get_backend
@@ -110,11 +108,10 @@ def gap_table(
 def analyse(path: Path, reference_dir: Path, version: str) -> int:
     import pyarrow.parquet as pq
 
-    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     table = reference_dir / TABLES["generation_attention"].format(v=version)
     print("| backend | KV | variant | cases < 20 us | ours / table | table - ours (us) |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for g in gap_table([x for x in lines if "variant" in x], pq.read_table(table).to_pylist()):
+    for g in gap_table(variant_rows(path), pq.read_table(table).to_pylist()):
         print(
             f"| {g['attn_backend']} | {g['kv_cache_dtype']} | {g['variant']} | {g['cases']} | "
             f"{g['median_ratio']:.3f} | {g['median_gap_us']:+.2f} |"
@@ -123,23 +120,13 @@ def analyse(path: Path, reference_dir: Path, version: str) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="JSON lines file to write.")
-    parser.add_argument("--analyse", type=Path, help="Read these JSON lines, print the table.")
-    parser.add_argument("--reference-dir", type=Path, help="The field's perf tables ($AIC_DATA).")
-    parser.add_argument("--version", default="0.24.0", help="vLLM version of the tables.")
-    parser.add_argument("--device", default="cuda:0")
-    parser.add_argument("--samples", type=int, default=8)
+    parser = gap_parser(__doc__)
     parser.add_argument(
         "--attn-backend", action="append", default=None, help="auto (default), FLASHINFER, ..."
     )
     args = parser.parse_args()
-    if args.analyse:
-        if args.reference_dir is None:
-            parser.error("--analyse needs --reference-dir")
+    if check_mode(parser, args):
         return analyse(args.analyse, args.reference_dir, args.version)
-    if args.out is None:
-        parser.error("--out is required to measure")
     try:
         backend = get_backend("vllm")  # the version gate
     except UserError as exc:
@@ -151,18 +138,13 @@ def main() -> int:
     clocks = ClockReader(args.device, int(args.device.partition(":")[2] or 0))
     protocol = Protocol(runs=1, samples=args.samples, warmup=3, idle_ratio=0.5, target_ci=0.0)
     runtime = vllm_runtime.runtime(args.device)
-    start = time.monotonic()
-    with args.out.open("w") as out:
-        out.write(json.dumps({"device": info.get("name"), "vllm": backend.framework_version()}))
-        out.write("\n")
-        for case in decode_cases(args.attn_backend or [AUTO]):
-            for variant in VARIANTS:
-                row = measure(runtime, case, variant, protocol, clocks)
-                out.write(json.dumps(row) + "\n")
-                out.flush()
-                us = row.get("latency_ms")
-                shown = f"{us * 1e3:.2f} us" if us else row.get("error", "")[:120]
-                print(f"[{time.monotonic() - start:6.1f}s] {variant:11s} {case.key}: {shown}")
+    write_rows(
+        args.out,
+        {"device": info.get("name"), "vllm": backend.framework_version()},
+        decode_cases(args.attn_backend or [AUTO]),
+        VARIANTS,
+        lambda case, variant: measure(runtime, case, variant, protocol, clocks),
+    )
     return 0
 
 

@@ -47,6 +47,7 @@ from bot.store import RunStore
 from collector.canary import Canary
 from collector.caseplan import CaseSelector, build_plan, builtin_case_text
 from collector.engine import CollectConfig, Collection
+from collector.ops.gemm import GEMM
 from collector.panel import CPU_PANEL, GPU_PANEL
 from collector.record import RunRecord, read_record
 from collector.timing import Protocol
@@ -85,79 +86,122 @@ def say(text: str) -> None:
 
 
 # --- draw ---------------------------------------------------------------------------------
-def project_shapes() -> set[tuple[str, int, int, int]]:
-    """Every GEMM shape in the project's case files (every set) and the panels."""
-    docs = yaml.safe_load(builtin_case_text("gemm")[0])
-    shapes = set(GPU_PANEL) | set(CPU_PANEL)
-    for name in docs["sets"]:
-        for case in build_plan(("gemm",), case_set=name).cases:
+Shape = tuple[str, int, int, int]
+# The size classes the draws and their reports use (reference latency, ms).
+SIZE_BUCKETS = (
+    ("<20us", 0.0, 0.02),
+    ("20-100us", 0.02, 0.1),
+    ("0.1-1ms", 0.1, 1.0),
+    (">1ms", 1.0, 1e9),
+)
+
+
+def shapes_of(case_file: Path | None) -> set[Shape]:
+    """Every GEMM shape of a case file's sets (None: collector/cases/gemm.yaml)."""
+    text = case_file.read_text() if case_file else builtin_case_text("gemm")[0]
+    shapes = set()
+    for name in yaml.safe_load(text)["sets"]:
+        for case in build_plan(("gemm",), case_file=case_file, case_set=name).cases:
             p = case.params
             shapes.add((str(p["gemm_dtype"]), int(p["m"]), int(p["n"]), int(p["k"])))
     return shapes
 
 
-def _bytes(dtype: str, m: int, n: int, k: int) -> int:
-    width = 1 if dtype == "fp8" else 2
-    return (m * k + n * k) * width + m * n * 2
+def project_shapes() -> set[Shape]:
+    """Every GEMM shape in the project's case files (every set) and the panels."""
+    return shapes_of(None) | set(GPU_PANEL) | set(CPU_PANEL)
+
+
+def runnable(dtype: str, m: int, n: int, k: int) -> bool:
+    """Shapes the collector can run: torch._scaled_mm's alignment for fp8, vLLM's
+    128-wide quantisation blocks along k for fp8_block (k=64 asserts there)."""
+    if dtype == "fp8":
+        return n % 16 == 0 and k % 16 == 0
+    return dtype != "fp8_block" or k % 128 == 0
+
+
+def eligible(
+    table: Path, dtypes: tuple[str, ...], taken: set[Shape], max_ms: float = MAX_MS
+) -> list[tuple[Shape, float]]:
+    """The reference table's shapes of `dtypes` within the latency and operand limits, none
+    of `taken`, sorted, each with its reference latency (ms)."""
+    import pyarrow.parquet as pq
+
+    data = pq.read_table(table, columns=["gemm_dtype", "m", "n", "k", "latency"]).to_pydict()
+    rows = zip(data["gemm_dtype"], data["m"], data["n"], data["k"], data["latency"], strict=True)
+    return sorted(
+        {
+            (str(d), int(m), int(n), int(k)): float(ms)
+            for d, m, n, k, ms in rows
+            if d in dtypes
+            and MIN_MS <= ms <= max_ms
+            and GEMM.bytes_moved({"gemm_dtype": d, "m": m, "n": n, "k": k}) <= MAX_BYTES
+            and runnable(str(d), int(m), int(n), int(k))
+            and (str(d), int(m), int(n), int(k)) not in taken
+        }.items()
+    )
+
+
+def size_bucket(ms: float) -> str:
+    return next(name for name, lo, hi in SIZE_BUCKETS if lo <= ms < hi)
+
+
+def write_cases(
+    out: Path, header: list[str], picked: list[tuple[Shape, float]], cpu_set: Iterable[Shape]
+) -> dict[str, Any]:
+    """The drawn shapes as a case file (set `default`, the reference latency as a comment)
+    and the CPU stand-in set (`cpu`); returns the draw's counts by dtype and size."""
+    lines = [*header, "op: gemm", "sets:", "  default:", "    - cases:"]
+    for (d, m, n, k), ms in picked:
+        lines.append(f"        - {{gemm_dtype: {d}, m: {m}, n: {n}, k: {k}}}  # {ms * 1000:.1f} us")
+    lines += ["  # CPU stand-in shapes: the script's own tests.", "  cpu:", "    - cases:"]
+    lines += [f"        - {{gemm_dtype: {d}, m: {m}, n: {n}, k: {k}}}" for d, m, n, k in cpu_set]
+    out.write_text("\n".join(lines) + "\n")
+    build_plan(("gemm",), case_file=out)  # the file must load as a case file
+    dtypes = sorted({s[0] for s, _ in picked})
+    return {
+        "file": str(out),
+        "drawn": len(picked),
+        "by_dtype": {d: sum(1 for s, _ in picked if s[0] == d) for d in dtypes},
+        "by_size": {
+            name: sum(1 for _, ms in picked if size_bucket(ms) == name)
+            for name, _, _ in SIZE_BUCKETS
+        },
+    }
 
 
 def draw(table: Path, seed: int, count: int, out: Path) -> dict[str, Any]:
     """A seeded random sample of eligible reference shapes, written as a case file."""
-    import pyarrow.parquet as pq
-
-    data = pq.read_table(table, columns=["gemm_dtype", "m", "n", "k", "latency"]).to_pydict()
-    taken = project_shapes()
-    eligible = sorted(
-        {
-            (str(d), int(m), int(n), int(k)): float(ms)
-            for d, m, n, k, ms in zip(
-                data["gemm_dtype"], data["m"], data["n"], data["k"], data["latency"], strict=True
-            )
-            if d in DTYPES
-            and MIN_MS <= ms <= MAX_MS
-            and _bytes(str(d), int(m), int(n), int(k)) <= MAX_BYTES
-            and (d != "fp8" or (n % 16 == 0 and k % 16 == 0))  # torch._scaled_mm's alignment
-            and (str(d), int(m), int(n), int(k)) not in taken
-        }.items()
-    )
+    pool = eligible(table, DTYPES, project_shapes())
     rng = np.random.default_rng(seed)
     picked = sorted(
-        (eligible[i] for i in rng.choice(len(eligible), size=count, replace=False)),
+        (pool[i] for i in rng.choice(len(pool), size=count, replace=False)),
         key=lambda item: (item[0][0], item[1]),
     )
-    lines = [
+    header = [
         "# GEMM shapes for bench/gpu/fleet_session.py (docs/fleet.md), drawn at random by",
         f"# `python -m bench.gpu.fleet_session draw --seed {seed} --count {count}` from",
-        f"# {table.name} ({len(eligible)} eligible: bf16/fp8, {MIN_MS * 1000:g} us to",
+        f"# {table.name} ({len(pool)} eligible: bf16/fp8, {MIN_MS * 1000:g} us to",
         f"# {MAX_MS:g} ms there, operands under 1 GiB, none of collector/cases/gemm.yaml or the",
         "# panel). The comments are the reference table's latencies.",
-        "op: gemm",
-        "sets:",
-        "  default:",
-        "    - cases:",
     ]
-    for (d, m, n, k), ms in picked:
-        lines.append(f"        - {{gemm_dtype: {d}, m: {m}, n: {n}, k: {k}}}  # {ms * 1000:.1f} us")
-    lines += ["  # CPU stand-in shapes: the script's own tests.", "  cpu:", "    - cases:"]
-    lines += [f"        - {{gemm_dtype: {d}, m: {m}, n: {n}, k: {k}}}" for d, m, n, k in CPU_SET]
-    out.write_text("\n".join(lines) + "\n")
-    build_plan(("gemm",), case_file=out)  # the file must load as a case file
-    classes = np.histogram([ms for _, ms in picked], bins=[0, 0.02, 0.1, 1.0, 1e9])[0]
-    return {
-        "file": str(out),
-        "eligible": len(eligible),
-        "drawn": len(picked),
-        "by_dtype": {d: sum(1 for s, _ in picked if s[0] == d) for d in DTYPES},
-        "by_size": dict(
-            zip(("<20us", "20-100us", "0.1-1ms", ">1ms"), map(int, classes), strict=True)
-        ),
-    }
+    report = write_cases(out, header, picked, CPU_SET)
+    return {"file": report.pop("file"), "eligible": len(pool), **report}
 
 
 # --- collections ----------------------------------------------------------------------------
-def config(out: Path, args: argparse.Namespace, canary: Canary | None = None) -> CollectConfig:
-    protocol = TEST_PROTOCOL if args.test_protocol else Protocol()
-    return CollectConfig(
+def config(
+    out: Path,
+    args: argparse.Namespace,
+    canary: Canary | None = None,
+    protocol: Protocol | None = None,
+    **overrides: Any,
+) -> CollectConfig:
+    """The shipped defaults (or the CPU tests' protocol); `protocol` and `overrides` (any
+    CollectConfig field) serve other scripts."""
+    if protocol is None:
+        protocol = TEST_PROTOCOL if args.test_protocol else Protocol()
+    cfg = CollectConfig(
         out=out,
         backend="torch",
         ops=("gemm",),
@@ -171,13 +215,15 @@ def config(out: Path, args: argparse.Namespace, canary: Canary | None = None) ->
         case_timeout_s=300.0,
         command=["python3", "-m", "bench.gpu.fleet_session", *sys.argv[1:]],
     )
+    return replace(cfg, **overrides)
 
 
-def drive(collections: dict[str, Collection], deadline: float) -> bool:
-    """Rounds in rotating order (A B C, B C A, ...); False when the deadline cut them short."""
+def drive(collections: dict[str, Collection], deadline: float, rounds: int | None = None) -> bool:
+    """Rounds in rotating order (A B C, B C A, ...), all or the first `rounds`; False when
+    the deadline cut them short."""
     names = list(collections)
-    rounds = max(c.cfg.protocol.runs for c in collections.values())
-    for r in range(rounds):
+    last = max(c.cfg.protocol.runs for c in collections.values())
+    for r in range(last if rounds is None else min(rounds, last)):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             if time.monotonic() > deadline:
                 say(f"deadline reached before round {r} of {name}")
@@ -260,12 +306,17 @@ def run_base(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
+def shape_selector(rows: list[dict[str, Any]]) -> tuple[CaseSelector, list[str]]:
+    """A selector matching exactly these GEMM rows (case fields and case_key), and the keys."""
+    text = ";".join(f"gemm_dtype={r['gemm_dtype']},m={r['m']},n={r['n']},k={r['k']}" for r in rows)
+    return CaseSelector.parse(text), [str(r["case_key"]) for r in rows]
+
+
 def canary_selector(base: RunRecord) -> tuple[CaseSelector, list[str]]:
     """The cases the baseline measured at CANARY_MIN_MS or more, as a selector."""
-    perf = base.perf["gemm"].to_pylist()
-    slow = [r for r in perf if r["latency"] >= CANARY_MIN_MS]
-    text = ";".join(f"gemm_dtype={r['gemm_dtype']},m={r['m']},n={r['n']},k={r['k']}" for r in slow)
-    return CaseSelector.parse(text), [str(r["case_key"]) for r in slow]
+    return shape_selector(
+        [r for r in base.perf["gemm"].to_pylist() if r["latency"] >= CANARY_MIN_MS]
+    )
 
 
 def summarise(cmp: Comparison, slowed: set[str] | None = None) -> dict[str, Any]:
@@ -463,6 +514,21 @@ def analyse(directory: Path, again: bool = False) -> dict[str, Any]:
 
 
 # --- command line ---------------------------------------------------------------------------
+def collection_arguments(
+    p: argparse.ArgumentParser, cases: Path, minutes: float
+) -> argparse.ArgumentParser:
+    """The options of a step that collects on the GPU machine."""
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--cases", type=Path, default=cases)
+    p.add_argument("--case-set", default="default")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--minutes", type=float, default=minutes)
+    p.add_argument("--work", type=Path, default=None)
+    p.add_argument("--test-protocol", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
@@ -472,16 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--count", type=int, default=64)
     d.add_argument("--out", type=Path, default=CASE_FILE)
     for name in ("base", "cand"):
-        p = sub.add_parser(name)
-        p.add_argument("--out", type=Path, required=True)
-        p.add_argument("--cases", type=Path, default=CASE_FILE)
-        p.add_argument("--case-set", default="default")
-        p.add_argument("--device", default="cuda")
-        p.add_argument("--workers", type=int, default=None)
-        # Rounds stop starting after this; packing and comparing take well under a minute.
-        p.add_argument("--minutes", type=float, default=7.5)
-        p.add_argument("--work", type=Path, default=None)
-        p.add_argument("--test-protocol", action="store_true", help=argparse.SUPPRESS)
+        # Rounds stop starting after --minutes; packing and comparing take under a minute.
+        p = collection_arguments(sub.add_parser(name), CASE_FILE, 7.5)
         if name == "cand":
             p.add_argument("--baseline", type=Path, required=True)
     a = sub.add_parser("analyse")

@@ -78,10 +78,25 @@ def preflight(name: str) -> None:
         check()
 
 
+# The module each backend's factory imports: a spare worker imports it before its round
+# (collector/pool.py), so that the import's seconds are not spent while the GPU waits.
+_MODULES: dict[str, str] = {
+    "torch": "collector.backends.torch_backend",
+    "flashinfer": "collector.backends.flashinfer_backend",
+    "vllm": "collector.backends.vllm_backend",
+}
+
+
+def preload(name: str) -> None:
+    """Import a backend's framework without touching a device (no CUDA context is made)."""
+    check_backend_name(name)
+    importlib.import_module(_MODULES[name])
+
+
 def get_backend(name: str, **options: Any) -> Backend:
     """Build a backend; ImportError means its framework is missing (a classified failure)."""
     check_backend_name(name)
     return _FACTORIES[name](**options)
 
 
-__all__ = ["BACKEND_NAMES", "Backend", "Prepared", "get_backend", "preflight"]
+__all__ = ["BACKEND_NAMES", "Backend", "Prepared", "get_backend", "preflight", "preload"]

@@ -1,0 +1,554 @@
+"""Issue 22's acceptance on the H200: A/A, a +2% canary, realism and cost on a fresh draw.
+
+Four steps; `draw` and `analyse` run on a CPU machine, `aa` and `fixed` on the GPU machine
+(vLLM 0.24.0 from the offline bundle: docs/benchmarks.md says how):
+
+    python -m bench.gpu.precision_session draw [--seed 22 --count 210]
+        draws GEMM shapes (bf16, fp8, fp8_block: a third each) at random from the vLLM
+        0.24.0 H200 reference table, outside the project's case files, the panel and
+        bench/gpu/fleet_cases.yaml, into bench/gpu/precision_cases.yaml (committed)
+    PYTHONUNBUFFERED=1 python3 -m bench.gpu.precision_session aa --out $OUT
+        collections A (--prestart-workers never) and B (gpu), the shipped defaults otherwise,
+        and C, a +2% canary on the cases A's first round measured at 20 us or more (C times
+        every case), interleaved by rounds, backend vllm;
+        $OUT/precision-aa-records.tar.gz and $OUT/precision-aa-summary.json
+    PYTHONUNBUFFERED=1 python3 -m bench.gpu.precision_session fixed --out $OUT
+        collection F: the fixed protocol (10 runs, no adaptive stopping) on the same cases;
+        $OUT/precision-fixed-records.tar.gz and $OUT/precision-fixed-summary.json
+    python -m bench.gpu.precision_session analyse DIR [--markdown FILE]
+        the acceptance figures from the returned files (JSON; the table for the docs)
+
+The GPU steps stop starting rounds at --minutes and resume where they stopped: from their
+work folder (--work; it stays while the machine is warm) or, on a fresh machine, from the
+returned tarball (--resume-from). Worker starts are added up over the calls (segments.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.gpu import fleet_session as fs
+from bench.vllm_reference import case_key, compare_rows
+from bot.compare.comparison import Baseline, compare_runs
+from bot.compare.stats import Settings
+from collector.aggregate import trimmed_mean
+from collector.canary import Canary
+from collector.caseplan import CaseSelector
+from collector.engine import Collection
+from collector.errors import UserError
+from collector.record import CHECKPOINT, RunRecord, read_record
+from collector.timing import Protocol
+
+HERE = Path(__file__).resolve().parent
+CASE_FILE = HERE / "precision_cases.yaml"
+DTYPES = ("bfloat16", "fp8", "fp8_block")
+CANARY_FACTOR, CANARY_MIN_MS = 1.02, 0.020
+FIXED_RUNS = 10
+# Each step's collections, and the --prestart-workers each runs with.
+STEPS = {"aa": ("A", "B", "C"), "fixed": ("F",)}
+PRESTART = {"A": "never", "B": "gpu", "C": "never", "F": "never"}
+CANARY_JSON, SEGMENTS_JSON = "canary.json", "segments.json"
+# Issue 22's floors (the A/A's on 200 shapes or more).
+AA_P99_PCT, AA_MAX_PCT, CANARY_SHARE, REALISM_TOL, COST_PER_CASE_S = 1.5, 3.0, 0.95, 0.03, 0.6
+MIN_CASES = 200
+# The CPU stand-in set (the script's tests): one kernel well under 20 us, three over it.
+CPU_SET = (
+    ("float32", 1, 32, 32),
+    ("float32", 16, 256, 512),
+    ("bfloat16", 16, 256, 256),
+    ("bfloat16", 32, 256, 512),
+)
+# The draw's device-time estimate (s): a case under / from 1 ms, collected adaptively with the
+# shipped defaults and per run of the fixed protocol; a worker start; a panel. From issue 22's
+# vLLM-backend figures and the torch records of bench/results/h200-2026-12-01-fleet.
+CASE_S, RUN_S, START_S, PANEL_S = (0.6, 2.8), (0.15, 0.7), 4.6, 15.0
+
+
+def tar_name(step: str) -> str:
+    return f"precision-{step}-records.tar.gz"
+
+
+def summary_name(step: str) -> str:
+    return f"precision-{step}-summary.json"
+
+
+# --- draw ---------------------------------------------------------------------------------
+def taken() -> set[fs.Shape]:
+    """What the draw leaves out: the project's case files and panels, the fleet draw."""
+    return fs.project_shapes() | fs.shapes_of(fs.CASE_FILE) | set(CPU_SET)
+
+
+def estimate(picked: list[tuple[fs.Shape, float]]) -> dict[str, float]:
+    """Expected device seconds of the aa step (three collections) and the fixed step."""
+    long = sum(1 for _, ms in picked if ms >= 1.0)
+    short = len(picked) - long
+    rounds = Protocol().runs
+    adaptive = short * CASE_S[0] + long * CASE_S[1] + rounds * START_S + PANEL_S
+    fixed = FIXED_RUNS * (short * RUN_S[0] + long * RUN_S[1] + START_S) + PANEL_S
+    return {"aa": round(3 * adaptive), "fixed": round(fixed)}
+
+
+def draw(table: Path, seed: int, count: int, out: Path) -> dict[str, Any]:
+    """A seeded sample, a third of each dtype, of the eligible reference shapes."""
+    pool = fs.eligible(table, DTYPES, taken())
+    rng = np.random.default_rng(seed)
+    picked: list[tuple[fs.Shape, float]] = []
+    eligible: dict[str, int] = {}
+    for i, dtype in enumerate(DTYPES):
+        mine = [item for item in pool if item[0][0] == dtype]
+        eligible[dtype] = len(mine)
+        share = count // len(DTYPES) + (i < count % len(DTYPES))
+        picked += [mine[j] for j in rng.choice(len(mine), size=share, replace=False)]
+    picked.sort(key=lambda item: (item[0][0], item[1]))
+    counts = ", ".join(f"{d} {n}" for d, n in eligible.items())
+    header = [
+        "# GEMM shapes for bench/gpu/precision_session.py (issue 22's acceptance,",
+        "# docs/benchmarks.md), drawn at random by",
+        f"# `python -m bench.gpu.precision_session draw --seed {seed} --count {count}` from",
+        f"# {table.name}: a third of each dtype among the eligible",
+        f"# ({counts}: {fs.MIN_MS * 1000:g} us to {fs.MAX_MS:g} ms there, operands under 1 GiB,",
+        "# fp8 n and k multiples of 16, fp8_block k a multiple of 128), none of",
+        "# collector/cases/gemm.yaml, the panel or bench/gpu/fleet_cases.yaml. The comments",
+        "# are the reference table's latencies.",
+    ]
+    report = fs.write_cases(out, header, picked, CPU_SET)
+    return {"seed": seed, **report, "eligible": eligible, "estimate_device_s": estimate(picked)}
+
+
+# --- the GPU steps --------------------------------------------------------------------------
+def protocol_for(args: argparse.Namespace, name: str) -> Protocol:
+    """The shipped defaults with the collection's --prestart-workers; F: the fixed protocol.
+    The CPU tests recycle (and prestart) workers on the CPU as 'gpu' does on CUDA."""
+    prestart = PRESTART[name]
+    if args.test_protocol:
+        mode = "never" if prestart == "never" else "always"
+        base = replace(fs.TEST_PROTOCOL, fresh_workers="always", prestart_workers=mode)
+    else:
+        base = Protocol(prestart_workers=prestart)
+    return replace(base, target_ci=0.0, runs=args.runs) if name == "F" else base
+
+
+def open_collection(
+    work: Path, name: str, args: argparse.Namespace, canary: Canary | None = None
+) -> Collection:
+    """Collection `name` under work/, resumed where an earlier call left it."""
+    out = work / name
+    cfg = fs.config(
+        out,
+        args,
+        canary,
+        protocol_for(args, name),
+        backend=args.backend,
+        resume=(out / CHECKPOINT).is_file(),
+        command=["python3", "-m", "bench.gpu.precision_session", *sys.argv[1:]],
+    )
+    return Collection(cfg)
+
+
+def prepare_work(args: argparse.Namespace, step: str) -> Path:
+    """The step's work folder: an earlier call's (resumed), one unpacked from --resume-from,
+    or a new one."""
+    work = Path(args.work or Path(tempfile.gettempdir()) / f"precision-{step}")
+    used = work.is_dir() and any(work.iterdir())
+    if args.resume_from is not None:
+        if used:
+            raise UserError(f"{work}: not empty; resume from it without --resume-from")
+        fs.untar(args.resume_from, work)
+    elif used and not (work / SEGMENTS_JSON).is_file():
+        raise UserError(f"{work}: not empty and not a {step} work folder (no {SEGMENTS_JSON})")
+    work.mkdir(parents=True, exist_ok=True)
+    if not (work / SEGMENTS_JSON).is_file():
+        (work / SEGMENTS_JSON).write_text("[]\n")
+    if any(seg["complete"] for seg in json.loads((work / SEGMENTS_JSON).read_text())):
+        raise UserError(f"{work}: the {step} step is complete; name a new --work to run it again")
+    fs.say(f"{step}: work folder {work}")
+    return work
+
+
+def select_canary(a: Collection) -> dict[str, Any] | None:
+    """The cases A's first round measured at CANARY_MIN_MS or more (None: not yet measured)."""
+    if a.pending(0):
+        return None
+    rows = []
+    for case in a.plan.cases:
+        first = [r for r in a.state.runs.get(case.key, []) if r.run == 0]
+        if first:
+            ms = trimmed_mean(np.asarray(first[0].ms, dtype=float))
+            rows.append({**case.params, "case_key": case.key, "latency": ms})
+    slow = [r for r in rows if r["latency"] >= CANARY_MIN_MS]
+    if not slow:
+        raise UserError(f"no case of A's first round took {CANARY_MIN_MS * 1000:g} us or more")
+    selector, keys = fs.shape_selector(slow)
+    return {
+        "factor": CANARY_FACTOR,
+        "min_ms": CANARY_MIN_MS,
+        "selector": selector.text,
+        "keys": keys,
+        "first_round_ms": {r["case_key"]: round(r["latency"], 6) for r in rows},
+    }
+
+
+def add_canary(
+    work: Path, cols: dict[str, Collection], args: argparse.Namespace, deadline: float
+) -> None:
+    """C, once A's first round has chosen its slowed cases (kept in canary.json)."""
+    path = work / CANARY_JSON
+    if not path.is_file():
+        fs.drive(cols, deadline, rounds=1)
+        chosen = select_canary(cols["A"])
+        if chosen is None:
+            return
+        path.write_text(json.dumps(chosen, indent=1) + "\n")
+        fs.say(f"canary: x{CANARY_FACTOR} on {len(chosen['keys'])} cases")
+    chosen = json.loads(path.read_text())
+    canary = Canary(slow=CaseSelector.parse(chosen["selector"]), factor=chosen["factor"])
+    cols["C"] = open_collection(work, "C", args, canary)
+
+
+def run_step(args: argparse.Namespace) -> dict[str, Any]:
+    t0 = time.monotonic()
+    deadline = t0 + args.minutes * 60
+    work = prepare_work(args, args.step)
+    cols: dict[str, Collection] = {}
+    try:  # workers ignore SIGTERM: an error must close them, or the interpreter waits forever
+        for name in STEPS[args.step]:
+            if name != "C":  # C once A's first round has chosen its cases (add_canary)
+                cols[name] = open_collection(work, name, args)
+        fs.say(f"workers ready; {len(cols[next(iter(cols))].plan.cases)} cases")
+        if args.step == "aa":
+            add_canary(work, cols, args, deadline)
+        complete = set(cols) == set(STEPS[args.step]) and fs.drive(cols, deadline)
+    except BaseException:
+        for c in cols.values():
+            c.close()
+        raise
+    fs.finish(cols, complete)
+    segments = add_segment(work, cols, complete, time.monotonic() - t0)
+    records = {name: read_record(work / name) for name in cols}
+    summary = {
+        "step": args.step,
+        "complete": complete,
+        "segments": len(segments),
+        "collections": {n: collection_summary(r, segments, n) for n, r in records.items()},
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+    extra = [CANARY_JSON] if (work / CANARY_JSON).is_file() else []
+    fs.pack(args.out, tar_name(args.step), work, [*cols, SEGMENTS_JSON, *extra])
+    (args.out / summary_name(args.step)).write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def add_segment(
+    work: Path, cols: dict[str, Collection], complete: bool, seconds: float
+) -> list[dict[str, Any]]:
+    """This call in segments.json: its seconds and each collection's worker starts (a
+    resumed record keeps only its last call's)."""
+    path = work / SEGMENTS_JSON
+    segments = json.loads(path.read_text())
+    segments.append(
+        {
+            "at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "seconds": round(seconds, 1),
+            "complete": complete,
+            "worker_starts": {name: c.meta.get("worker_starts") for name, c in cols.items()},
+        }
+    )
+    path.write_text(json.dumps(segments, indent=1) + "\n")
+    return list(segments)
+
+
+def all_in_cost(record: RunRecord, segments: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """fleet_session's cost with the worker starts of every call, and the all-in total:
+    the cases' device seconds, the worker starts and the panel."""
+    out = fs.cost(record)
+    starts = [s["worker_starts"][name] for s in segments if s["worker_starts"].get(name)]
+    out["worker_start_s"] = round(sum(s["seconds"] for s in starts), 3)
+    for key in ("recycles", "prestarted"):
+        out[key] = sum(int(s.get(key) or 0) for s in starts)
+    # Pool starts: each call's first (no spare serves it) and every recycle.
+    out["pool_starts"] = len(starts) + out["recycles"]
+    total = out["case_device_s"] + out["worker_start_s"] + float(out["panel_device_s"] or 0)
+    out["all_in_s"] = round(total, 2)
+    out["all_in_per_case_s"] = round(total / out["cases"], 3) if out["cases"] else None
+    return out
+
+
+def collection_summary(
+    record: RunRecord, segments: list[dict[str, Any]], name: str
+) -> dict[str, Any]:
+    return {
+        "status": record.status,
+        "backend": record.meta["backend"],
+        "prestart_workers": record.meta["protocol"]["prestart_workers"],
+        "device": record.meta["device"].get("name"),
+        "gpu_uuid": record.meta["device"].get("uuid"),
+        "cost": all_in_cost(record, segments, name),
+    }
+
+
+# --- analyse --------------------------------------------------------------------------------
+def load_step(directory: Path, step: str) -> tuple[dict[str, RunRecord], list[Any], Any] | None:
+    """A step's records, segments and canary choice from its tarball (None: not there)."""
+    tar = directory / tar_name(step)
+    if not tar.is_file():
+        return None
+    work = Path(tempfile.mkdtemp(prefix=f"precision-{step}-"))
+    fs.untar(tar, work)
+    names = [n for n in STEPS[step] if (work / n).is_dir()]
+    canary = work / CANARY_JSON
+    return (
+        {n: read_record(work / n) for n in names},
+        json.loads((work / SEGMENTS_JSON).read_text()),
+        json.loads(canary.read_text()) if canary.is_file() else None,
+    )
+
+
+def aa_figures(a: RunRecord, b: RunRecord) -> dict[str, Any]:
+    """A vs B on one GPU (A/A): flags and |diff|, the five widest cases."""
+    cmp = compare_runs(a, b, Settings(), Baseline(kind="explicit-run"))
+    out = fs.summarise(cmp)
+    t = cmp.cases
+    order = np.argsort(-np.abs(t["ratio"] - 1.0))[:5]
+    out["widest"] = [
+        {
+            "key": str(t["key"][i]),
+            "ratio": round(float(t["ratio"][i]), 4),
+            "base_ms": float(t["base_ms"][i]),
+        }
+        for i in order
+    ]
+    pct = out["abs_diff_pct"]
+    out["pass"] = (
+        out["cases"] >= MIN_CASES
+        and out["flagged"] == 0
+        and (pct["p99"] or 0) <= AA_P99_PCT
+        and (pct["max"] or 0) <= AA_MAX_PCT
+    )
+    return out
+
+
+def canary_figures(a: RunRecord, c: RunRecord, chosen: dict[str, Any]) -> dict[str, Any]:
+    """C vs A: the slowed cases found, false flags on the others."""
+    out = fs.summarise(
+        compare_runs(a, c, Settings(), Baseline(kind="explicit-run")), set(chosen["keys"])
+    )
+    out["factor"], out["min_ms"] = chosen["factor"], chosen["min_ms"]
+    out["share"] = round(out["detected"] / out["slowed"], 4) if out["slowed"] else None
+    out["pass"] = (out["share"] or 0) >= CANARY_SHARE and out["others_flagged"] == 0
+    return out
+
+
+def realism(record: RunRecord, table: Path) -> dict[str, Any]:
+    """Ours / the table's latency per dtype, and per size bucket of the table's latency."""
+    import pyarrow.parquet as pq
+
+    rows = record.perf["gemm"].to_pylist()
+    shapes = {case_key("gemm", r) for r in rows}
+    ref = [r for r in pq.read_table(table).to_pylist() if case_key("gemm", r) in shapes]
+    bucket = {case_key("gemm", r): fs.size_bucket(r["latency"]) for r in ref}
+    out: dict[str, Any] = {"backend": record.meta["backend"]}
+    for group in compare_rows("gemm", rows, ref):
+        by_size = {}
+        for name, _, _ in fs.SIZE_BUCKETS:
+            part = [
+                r
+                for r in rows
+                if r["gemm_dtype"] == group.dtype and bucket.get(case_key("gemm", r)) == name
+            ]
+            if part:
+                [g] = compare_rows("gemm", part, ref)
+                by_size[name] = {"matched": g.matched, "median_ratio": g.median_ratio}
+        ok = group.median_ratio is not None and abs(group.median_ratio - 1) <= REALISM_TOL
+        out[group.dtype] = {**asdict(group), "within_3pct": ok, "by_size": by_size}
+    return out
+
+
+def cost_figures(costs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """All-in device seconds per case of every collection against the floor; the fixed
+    protocol's beside them; the prestart effect (B's worker starts against A's)."""
+    out: dict[str, Any] = {
+        name: {
+            **{k: c[k] for k in ("cases", "case_device_s", "worker_start_s", "panel_device_s")},
+            **{k: c[k] for k in ("pool_starts", "prestarted", "runs_mean", "all_in_per_case_s")},
+            "pass": (c["all_in_per_case_s"] or 1e9) <= COST_PER_CASE_S,
+        }
+        for name, c in costs.items()
+    }
+    f = costs.get("F", {}).get("all_in_per_case_s")
+    for name in ("A", "B"):
+        if f and name in costs and costs[name]["all_in_per_case_s"]:
+            out[name]["of_fixed"] = round(costs[name]["all_in_per_case_s"] / f, 3)
+    per = {
+        n: costs[n]["worker_start_s"] / costs[n]["pool_starts"]
+        for n in ("A", "B")
+        if n in costs and costs[n]["pool_starts"]
+    }
+    if len(per) == 2:
+        out["prestart"] = {
+            "A_per_start_s": round(per["A"], 3),
+            "B_per_start_s": round(per["B"], 3),
+            "B_of_A": round(per["B"] / per["A"], 3) if per["A"] else None,
+        }
+    return out
+
+
+def analyse(directory: Path, table: Path) -> dict[str, Any]:
+    """Issue 22's acceptance figures from the aa (and fixed) steps' returned files."""
+    loaded = load_step(directory, "aa")
+    if loaded is None:
+        raise UserError(f"{directory / tar_name('aa')}: not found")
+    records, segments, chosen = loaded
+    if not {"A", "B"} <= set(records):
+        raise UserError(f"{directory / tar_name('aa')}: no records A and B")
+    costs = {n: all_in_cost(r, segments, n) for n, r in records.items()}
+    fixed = load_step(directory, "fixed")
+    if fixed is not None and "F" in fixed[0]:
+        costs["F"] = all_in_cost(fixed[0]["F"], fixed[1], "F")
+    complete = {n: r.status for n, r in records.items()}
+    if fixed is not None and "F" in fixed[0]:
+        complete["F"] = fixed[0]["F"].status
+    return {
+        "status": complete,
+        "device": records["A"].meta["device"].get("name"),
+        "gpu_uuid": records["A"].meta["device"].get("uuid"),
+        "aa": aa_figures(records["A"], records["B"]),
+        "canary": canary_figures(records["A"], records["C"], chosen) if "C" in records else None,
+        "realism": realism(records["A"], table),
+        "cost": cost_figures(costs),
+    }
+
+
+def _yes(ok: bool) -> str:
+    return "met" if ok else "**not met**"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}%"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The acceptance table and the realism table, for docs/benchmarks.md."""
+    aa, c, cost = report["aa"], report["canary"], report["cost"]
+    pct = aa["abs_diff_pct"]
+    status = ", ".join(f"{name} {value}" for name, value in report["status"].items())
+    lines = [
+        f"Records: {status}.",
+        "",
+        "| check | result | floor | |",
+        "| --- | --- | --- | --- |",
+        f"| A/A (A vs B, same GPU) | {aa['cases']} cases, {aa['flagged']} flagged; abs diff "
+        f"median {_pct(pct['median'])}, p90 {_pct(pct['p90'])}, p99 {_pct(pct['p99'])}, "
+        f"max {_pct(pct['max'])} | >= {MIN_CASES} cases, 0 flagged, p99 <= {AA_P99_PCT}%, "
+        f"max <= {AA_MAX_PCT}% | {_yes(aa['pass'])} |",
+    ]
+    if c is not None:
+        lines.append(
+            f"| +{(c['factor'] - 1) * 100:g}% canary (C vs A) | {c['detected']}/{c['slowed']} of "
+            f"the cases >= {c['min_ms'] * 1000:g} us flagged, {c['others_flagged']} false of "
+            f"{c['cases'] - c['slowed']} | >= {CANARY_SHARE:.0%}, 0 false | {_yes(c['pass'])} |"
+        )
+    for dtype in DTYPES:
+        g = report["realism"].get(dtype)
+        if g is not None and g["median_ratio"] is not None:
+            floor = "within 3%" if dtype != "fp8_block" else "reported"
+            backend = report["realism"]["backend"]
+            lines.append(
+                f"| realism {dtype} ({backend}) | median {g['median_ratio']:.3f}"
+                f" of the table ({g['matched']} cases) | {floor} | {_yes(g['within_3pct'])} |"
+            )
+    for name in ("A", "B", "C", "F"):
+        if name in cost:
+            k = cost[name]
+            lines.append(
+                f"| cost {name} | {k['all_in_per_case_s']} device-s per case all-in ({k['cases']} "
+                f"cases: {k['case_device_s']} s, {k['pool_starts']} worker starts "
+                f"{k['worker_start_s']} s ({k['prestarted']} prestarted), panel "
+                f"{k['panel_device_s']} s; "
+                f"{k['runs_mean']:.2f} runs) | <= {COST_PER_CASE_S} | {_yes(k['pass'])} |"
+            )
+    if "prestart" in cost:
+        pre = cost["prestart"]
+        lines.append(
+            f"| prestart (B vs A) | {pre['B_per_start_s']} s per worker start against "
+            f"{pre['A_per_start_s']} s (x{pre['B_of_A']}) | context | |"
+        )
+    lines += ["", "| dtype | " + " | ".join(n for n, _, _ in fs.SIZE_BUCKETS) + " | all |"]
+    lines.append("| --- " * (len(fs.SIZE_BUCKETS) + 2) + "|")
+    for dtype in DTYPES:
+        g = report["realism"].get(dtype)
+        if g is None:
+            continue
+        cells = [
+            f"{b['median_ratio']:.3f} ({b['matched']})" if (b := g["by_size"].get(n)) else "-"
+            for n, _, _ in fs.SIZE_BUCKETS
+        ]
+        lines.append(f"| {dtype} | " + " | ".join(cells) + f" | {g['median_ratio']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- command line ---------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="step", required=True)
+    d = sub.add_parser("draw")
+    d.add_argument("--table", type=Path, default=fs.REFERENCE_DIR / fs.REFERENCE)
+    d.add_argument("--seed", type=int, default=22)
+    d.add_argument("--count", type=int, default=210)
+    d.add_argument("--out", type=Path, default=CASE_FILE)
+    for step in STEPS:
+        # A call is at most 10 minutes: no round starts after 7.5 (vLLM's first round of 210
+        # cases can take a minute); packing takes seconds.
+        s = fs.collection_arguments(sub.add_parser(step), CASE_FILE, 7.5)
+        s.add_argument("--backend", default="vllm")
+        s.add_argument("--resume-from", type=Path, default=None)
+        if step == "fixed":
+            s.add_argument("--runs", type=int, default=FIXED_RUNS)
+    a = sub.add_parser("analyse")
+    a.add_argument("dir", type=Path)
+    a.add_argument("--table", type=Path, default=fs.REFERENCE_DIR / fs.REFERENCE)
+    a.add_argument("--markdown", type=Path, default=None)
+    return p
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """One step; bad input raises UserError."""
+    if args.step in ("draw", "analyse") and not args.table.is_file():
+        raise UserError(f"{args.table}: reference table not found")
+    if args.step == "draw":
+        return draw(args.table, args.seed, args.count, args.out)
+    if args.step == "analyse":
+        report = analyse(args.dir, args.table)
+        if args.markdown is not None:
+            args.markdown.write_text(markdown(report))
+        return report
+    if not args.cases.is_file():
+        raise UserError(f"{args.cases}: case file not found (run the draw step)")
+    if args.resume_from is not None and not args.resume_from.is_file():
+        raise UserError(f"{args.resume_from}: tarball not found")
+    args.out.mkdir(parents=True, exist_ok=True)
+    return run_step(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        result = run(args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=1, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

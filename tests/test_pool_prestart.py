@@ -1,0 +1,71 @@
+"""Spare workers (`WorkerPool.prestart`): they import their backend, wait for their round,
+and only then start; the round before keeps its processes until they have exited."""
+
+from __future__ import annotations
+
+from multiprocessing.connection import wait
+
+from collector.pool import WorkerPool
+from collector.timing import Protocol
+from collector.worker import WorkerSpec
+
+SPEC = WorkerSpec(backend="torch", device="cpu", protocol=Protocol(), name="w0")
+
+
+def _standby_message(pool: WorkerPool) -> dict[str, object]:
+    spare = pool.spares[0]
+    assert wait([spare.conn], timeout=120), "the spare never reported standby"
+    message: dict[str, object] = spare.conn.recv()
+    return message
+
+
+def test_a_spare_imports_its_backend_and_waits_until_its_round() -> None:
+    pool = WorkerPool([SPEC], case_timeout_s=60, prestart=True)
+    try:
+        pool.wait_ready()
+        first = pool.workers[0].process.pid
+        pool.prestart()
+        spare_pid = pool.spares[0].process.pid
+        message = _standby_message(pool)
+        assert message["type"] == "standby" and message["preloaded"] is True
+        assert message["pid"] == spare_pid
+        # In standby it has not started: nothing more arrives until it is told to go.
+        assert not pool.spares[0].conn.poll(0.5)
+        assert pool.spares[0].process.is_alive()
+        pool.recycle()
+        assert pool.workers[0].process.pid == spare_pid != first
+        assert pool.workers[0].ready and pool.prestarted == 1 and pool.recycles == 1
+        assert pool.workers[0].spec.name == "w0.r1" and not pool.workers[0].spec.standby
+        assert pool.spares == []
+    finally:
+        pool.close()
+
+
+def test_a_dead_spare_is_replaced_by_a_fresh_start() -> None:
+    pool = WorkerPool([SPEC], case_timeout_s=60, prestart=True)
+    try:
+        pool.wait_ready()
+        pool.prestart()
+        _standby_message(pool)
+        spare = pool.spares[0].process
+        spare.kill()
+        spare.join(10)
+        pool.recycle()
+        assert pool.workers[0].process.pid != spare.pid
+        assert pool.workers[0].ready and pool.prestarted == 0
+    finally:
+        pool.close()
+
+
+def test_without_prestart_there_are_no_spares_and_close_ends_every_process() -> None:
+    pool = WorkerPool([SPEC], case_timeout_s=60)
+    pool.wait_ready()
+    pool.prestart()
+    assert pool.spares == []
+    pool.close()
+    spare_pool = WorkerPool([SPEC], case_timeout_s=60, prestart=True)
+    spare_pool.wait_ready()
+    spare_pool.prestart()
+    processes = [w.process for w in [*spare_pool.workers, *spare_pool.spares]]
+    spare_pool.close()
+    assert all(not p.is_alive() for p in processes)

@@ -1,0 +1,198 @@
+"""Issue 22's acceptance script, every step end to end on the CPU (a synthetic reference
+table, the case file's tiny `cpu` set, CPU stand-in devices)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tarfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bench.gpu import fleet_session as fs
+from bench.gpu import precision_session as ps
+from collector.caseplan import build_plan
+from collector.record import read_record
+
+TABLE = fs.REFERENCE_DIR / fs.REFERENCE
+KERNEL = {"bfloat16": "torch.nn.functional.linear", "float32": "torch.nn.functional.linear"}
+
+
+def shapes(path: Path, case_set: str = "default") -> set[fs.Shape]:
+    plan = build_plan(("gemm",), case_file=path, case_set=case_set)
+    return {
+        (c.params["gemm_dtype"], c.params["m"], c.params["n"], c.params["k"]) for c in plan.cases
+    }
+
+
+def write_table(path: Path, rows: list[tuple[str, int, int, int, float]]) -> Path:
+    """A reference table in the field's schema."""
+    columns: dict[str, list[object]] = {
+        "framework": ["VLLM"] * len(rows),
+        "version": ["0.24.0"] * len(rows),
+        "device": ["NVIDIA H200"] * len(rows),
+        "op_name": ["gemm"] * len(rows),
+        "kernel_source": [KERNEL.get(r[0], "CutlassFP8ScaledMMLinearKernel") for r in rows],
+        "gemm_dtype": [r[0] for r in rows],
+        "m": [r[1] for r in rows],
+        "n": [r[2] for r in rows],
+        "k": [r[3] for r in rows],
+        "latency": [r[4] for r in rows],
+    }
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+# Eligible: eight shapes of each dtype, 6 us to 2.5 ms.
+ELIGIBLE = [(d, 8 * i + 3, 1536, 2304, 0.006 * 1.8**i) for d in ps.DTYPES for i in range(8)]
+# Left out: a project case, a fleet case, fp8_block k=64, fp8 n=24, under 5 us, over 3 ms,
+# over 1 GiB of operands, and the CPU set (also in the table, for the realism check).
+PROJECT = min(s for s in fs.project_shapes() if s[0] in ps.DTYPES)
+FLEET = min(s for s in fs.shapes_of(fs.CASE_FILE) if s[0] in ps.DTYPES)
+LEFT_OUT = [
+    (*PROJECT, 0.05),
+    (*FLEET, 0.05),
+    ("fp8_block", 64, 1024, 64, 0.06),
+    ("fp8", 64, 24, 1024, 0.01),
+    ("bfloat16", 1, 32, 32, 0.003),
+    ("fp8", 4096, 16384, 16384, 4.0),
+    ("bfloat16", 65536, 8192, 8192, 2.5),
+]
+CPU_ROWS = [(*s, 0.01 * (i + 1)) for i, s in enumerate(ps.CPU_SET)]
+
+
+def test_draw_takes_a_third_of_each_dtype_seeded_outside_every_case_set(tmp_path: Path) -> None:
+    table = write_table(tmp_path / "t.parquet", ELIGIBLE + LEFT_OUT + CPU_ROWS)
+    out = tmp_path / "cases.yaml"
+    report = ps.draw(table, 5, 7, out)
+    assert report["by_dtype"] == {"bfloat16": 3, "fp8": 2, "fp8_block": 2}
+    assert report["eligible"] == {"bfloat16": 8, "fp8": 8, "fp8_block": 8}
+    drawn = shapes(out)
+    assert len(drawn) == 7 and drawn <= {r[:4] for r in ELIGIBLE}
+    assert shapes(out, "cpu") == set(ps.CPU_SET)
+    # The comments carry the table's latencies; the estimate grows with the draw.
+    latency = {r[:4]: r[4] for r in ELIGIBLE}
+    text = out.read_text()
+    for d, m, n, k in drawn:
+        assert (
+            f"{{gemm_dtype: {d}, m: {m}, n: {n}, k: {k}}}  # {latency[(d, m, n, k)] * 1000:.1f} us"
+            in text
+        )
+    assert sum(report["by_size"].values()) == 7
+    again = tmp_path / "again.yaml"
+    assert ps.draw(table, 5, 7, again)["estimate_device_s"] == report["estimate_device_s"]
+    assert again.read_text() == text
+    more = ps.draw(table, 6, 12, tmp_path / "more.yaml")
+    assert more["estimate_device_s"]["aa"] > report["estimate_device_s"]["aa"]
+    assert shapes(tmp_path / "more.yaml") != drawn
+
+
+@pytest.mark.skipif(not TABLE.is_file(), reason="the H200 reference table is not here")
+def test_the_committed_draw_is_the_seeded_draw(tmp_path: Path) -> None:
+    out = tmp_path / "cases.yaml"
+    report = ps.draw(TABLE, 22, 210, out)
+    assert report["by_dtype"] == {"bfloat16": 70, "fp8": 70, "fp8_block": 70}
+    assert out.read_text() == ps.CASE_FILE.read_text()
+    drawn = shapes(out)
+    assert len(drawn) == 210 and not drawn & ps.taken()
+    assert all(k % 128 == 0 for d, _, _, k in drawn if d == "fp8_block")
+
+
+def test_bad_inputs_are_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = write_table(tmp_path / "t.parquet", CPU_ROWS)
+    missing = tmp_path / "none.tar.gz"
+    calls = [
+        ["analyse", str(tmp_path), "--table", str(table)],
+        ["analyse", str(tmp_path), "--table", str(missing)],
+        ["aa", "--out", str(tmp_path / "o"), "--resume-from", str(missing), "--device", "cpu"],
+        ["fixed", "--out", str(tmp_path / "o"), "--cases", str(missing)],
+        ["aa", "--out", str(tmp_path / "o"), "--work", str(tmp_path), "--device", "cpu"],
+        ["fixed", "--out", str(tmp_path / "o"), "--work", str(tmp_path / "w"), "--case-set", "x"],
+    ]
+    for args in calls:
+        assert ps.main(args) == 2, args
+    # Progress lines start with their time stamp; each call ends in one error line.
+    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("[")]
+    assert len(err) == len(calls) and all(line.startswith("error: ") for line in err), err
+
+
+def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = ["--cases", str(ps.CASE_FILE), "--case-set", "cpu", "--device", "cpu"]
+    common += ["--backend", "torch", "--test-protocol"]
+    out = tmp_path / "out"
+    # A first call cut before any round (--minutes 0) returns A and B, partial...
+    first = tmp_path / "first"
+    args = ["aa", "--out", str(first), "--work", str(tmp_path / "w1"), "--minutes", "0"]
+    assert ps.main([*args, *common]) == 0
+    summary = json.loads((first / ps.summary_name("aa")).read_text())
+    assert summary["complete"] is False and sorted(summary["collections"]) == ["A", "B"]
+    # What came back so far can be analysed already: partial, no canary, no verdict passed.
+    table = write_table(tmp_path / "t.parquet", CPU_ROWS)
+    capsys.readouterr()
+    assert ps.main(["analyse", str(first), "--table", str(table)]) == 0
+    partial = json.loads(capsys.readouterr().out)
+    assert partial["status"] == {"A": "partial", "B": "partial"} and partial["canary"] is None
+    assert partial["aa"]["cases"] == 0 and partial["aa"]["pass"] is False
+    # ...which a fresh work folder resumes from the tarball, to the end.
+    args = ["aa", "--out", str(out), "--work", str(tmp_path / "w2"), "--minutes", "30"]
+    args += ["--resume-from", str(first / ps.tar_name("aa"))]
+    assert ps.main([*args, *common]) == 0
+    summary = json.loads((out / ps.summary_name("aa")).read_text())
+    assert summary["complete"] is True and summary["segments"] == 2
+    cols = summary["collections"]
+    assert [cols[n]["status"] for n in "ABC"] == ["complete"] * 3
+    assert [cols[n]["prestart_workers"] for n in "ABC"] == ["never", "always", "never"]
+    assert cols["A"]["cost"]["prestarted"] == 0 < cols["B"]["cost"]["prestarted"]
+    with tarfile.open(out / ps.tar_name("aa")) as tar:
+        work = tmp_path / "unpacked"
+        tar.extractall(work, filter="data")
+    segments = json.loads((work / ps.SEGMENTS_JSON).read_text())
+    assert len(segments) == 2 and "C" not in segments[0]["worker_starts"]
+    starts = sum(s["worker_starts"]["A"]["seconds"] for s in segments)
+    assert cols["A"]["cost"]["worker_start_s"] == pytest.approx(starts, abs=1e-3)
+    assert read_record(work / "A").meta["worker_starts"]["seconds"] < starts
+    # C slows exactly the cases A's first round measured at 20 us or more.
+    chosen = json.loads((work / ps.CANARY_JSON).read_text())
+    slow = {k for k, ms in chosen["first_round_ms"].items() if ms >= ps.CANARY_MIN_MS}
+    assert set(chosen["keys"]) == slow and 0 < len(slow) < 4
+    assert read_record(work / "C").meta["canary"]["factor"] == ps.CANARY_FACTOR
+
+    # A complete step's work folder is not run again.
+    capsys.readouterr()
+    assert ps.main(["aa", "--out", str(out), "--work", str(tmp_path / "w2"), *common]) == 2
+    assert capsys.readouterr().err.startswith("error: ") and summary["complete"]
+
+    args = ["fixed", "--out", str(out), "--work", str(tmp_path / "w3"), "--runs", "3"]
+    assert ps.main([*args, *common]) == 0
+    fixed = json.loads((out / ps.summary_name("fixed")).read_text())
+    assert fixed["complete"] is True and fixed["collections"]["F"]["cost"]["runs_mean"] == 3
+
+    md = tmp_path / "report.md"
+    capsys.readouterr()
+    assert ps.main(["analyse", str(out), "--table", str(table), "--markdown", str(md)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["aa"]["cases"] == 4 and report["canary"]["slowed"] == len(slow)
+    assert report["canary"]["cases"] == 4
+    a = read_record(work / "A").perf["gemm"].to_pylist()
+    ref = {r[:4]: r[4] for r in CPU_ROWS}
+    ratios = [
+        r["latency"] / ref[(r["gemm_dtype"], r["m"], r["n"], r["k"])]
+        for r in a
+        if r["gemm_dtype"] == "float32"
+    ]
+    assert report["realism"]["float32"]["median_ratio"] == pytest.approx(statistics.median(ratios))
+    assert sum(b["matched"] for b in report["realism"]["float32"]["by_size"].values()) == 2
+    cost = report["cost"]
+    a_cost = cost["A"]
+    total = a_cost["case_device_s"] + a_cost["worker_start_s"] + a_cost["panel_device_s"]
+    assert a_cost["all_in_per_case_s"] == pytest.approx(total / 4, abs=1e-3)
+    assert set(cost) == {"A", "B", "C", "F", "prestart"} and cost["A"]["of_fixed"] > 0
+    text = md.read_text()
+    assert "| A/A (A vs B, same GPU) | 4 cases" in text and "| cost F |" in text
+    assert text.startswith("Records: A complete, B complete, C complete, F complete.")
+    assert "| bfloat16 |" in text

@@ -1,0 +1,60 @@
+"""Why the field's fp8 GEMM table is slower than ours, shown with vLLM 0.24.0's own classes.
+
+The field's collector builds its linear layers under a default `VllmConfig()`, whose
+compilation defaults (inductor, `custom_ops=['none']`) turn vLLM's custom ops off, and runs
+them without compiling: the activation's FP8 quantisation takes `QuantFP8.forward_native`,
+five element-wise ops (five kernels). Ours builds under the engine config of
+`--enforce-eager`, which keeps custom ops on: vLLM's one fused quantisation kernel.
+docs/backends.md, "The fp8 GEMM gap". `bench/vllm_quant_path.py` reads it in its own process.
+
+Skipped, saying why, where vLLM 0.24.0 is not installed (scripts/vllm-cpu-env.sh makes it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+VLLM_VERSION = "0.24.0"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def path() -> dict[str, Any]:
+    try:
+        version = metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        pytest.skip("vLLM is not installed here (scripts/vllm-cpu-env.sh makes it importable)")
+    if version != VLLM_VERSION:
+        pytest.skip(f"vLLM {version} is installed; this checks {VLLM_VERSION}")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.vllm_quant_path"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_the_fields_default_config_turns_the_fused_quantisation_off(path: dict[str, Any]) -> None:
+    assert path["field_config"]["custom_ops"] == ["none"]
+    assert path["field_config"]["quant_fp8_enabled"] is False
+    assert path["collector_config"]["mode"] == 0  # CompilationMode.NONE: --enforce-eager
+    assert path["collector_config"]["quant_fp8_enabled"] is True
+
+
+def test_the_native_quantisation_is_five_element_wise_ops(path: dict[str, Any]) -> None:
+    assert path["native_dtype"] == "torch.float8_e4m3fn"
+    assert path["native_ops"] == ["_to_copy", "reciprocal", "mul", "clamp", "_to_copy"]
