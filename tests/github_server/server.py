@@ -30,6 +30,7 @@ SECONDARY_RATE_LIMIT = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
     "If you reach out to GitHub Support for help, please include the request ID."
 )
+RATE_LIMIT_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,17 @@ class Fault:
     delay_after: float = 0.0
 
     @classmethod
+    def forbidden(
+        cls, method: str, path: str, message: str, times: int = 1, **headers: str
+    ) -> Fault:
+        """GitHub's 403: its message and a documentation link, and any `headers`."""
+        body = {"message": message, "documentation_url": RATE_LIMIT_DOCS}
+        return cls(method, path, status=403, body=body, headers=headers, times=times)
+
+    @classmethod
     def secondary_rate_limit(cls, method: str, path: str, times: int = 1) -> Fault:
         """GitHub's 403 with Retry-After: 1, as its secondary rate limit answers."""
-        body = {"message": "You have exceeded a secondary rate limit."}
-        return cls(method, path, status=403, body=body, headers={"Retry-After": "1"}, times=times)
+        return cls.forbidden(method, path, SECONDARY_RATE_LIMIT, times, **{"Retry-After": "1"})
 
     def matches(self, method: str, path: str) -> bool:
         return self.times > 0 and method == self.method and re.search(self.path, path) is not None
