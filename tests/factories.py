@@ -16,6 +16,7 @@ import numpy as np
 from collector.aggregate import RunResult
 from collector.caseplan import Case
 from collector.failures import FailureRecord, group_key, now_iso
+from collector.pins import FrameworkPins
 from collector.record import CHECKPOINT, CheckpointState, finalize
 
 
@@ -164,6 +165,19 @@ def collect_until(
             break
         time.sleep(0.05)
     return cmd, proc
+
+
+def framework_pins(**over: str) -> FrameworkPins:
+    """vLLM 0.24.0's pins as the manifest holds them (CUDA 13.0, a base image by digest),
+    with `over` replacing any field."""
+    fields = {
+        "version": "0.24.0",
+        "torch": "2.11.0",
+        "flashinfer": "0.6.12",
+        "cuda": "cu130",
+        "base_image": "docker.io/vllm/vllm-openai@sha256:" + "ab" * 32,
+    }
+    return FrameworkPins(name="vllm", extra={}, **{**fields, **over})
 
 
 def fake_dist(root: Path, name: str, version: str) -> Path:
