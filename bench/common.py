@@ -9,10 +9,10 @@ import os
 import platform
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from collector.caseplan import Case
-from tests.history_store import make_store
 
 # Each step case's factor at the change point, so every store bench times the same store.
 STEPS = (1.08, 1.05, 0.94, 1.10, 0.95, 1.06, 0.93, 1.12, 1.04, 0.96)
@@ -32,12 +32,20 @@ def store_options(doc: str | None, prefix: str) -> tuple[argparse.Namespace, Pat
 
 def ensure_store(store: Path, cases: list[Case], runs: int) -> float:
     """Generates the store of `cases` x `runs` unless one is there; the seconds it took."""
+    from tests.history_store import make_store  # the store benches only: it reads the bot
+
     if (store / "collectbot-store.json").exists():
         return 0.0
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
         make_store(store, Path(work), cases, runs=runs, steps=STEPS)
     return time.perf_counter() - t0
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A Markdown table: `header`, its separator, then one line per row."""
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(str(cell) for cell in line) + " |" for line in lines)
 
 
 def machine() -> str:
