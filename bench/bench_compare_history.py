@@ -9,10 +9,8 @@ machine makes the figure noisy. Prints one JSON line.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -22,24 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common import ensure_store, machine, store_options
 from tests.factories import simulated_runs, write_record
-from tests.history_store import grid_cases, make_store, true_ms
-
-STEPS = (1.08, 1.05, 0.94, 1.10, 0.95, 1.06, 0.93, 1.12, 1.04, 0.96)
+from tests.history_store import grid_cases, true_ms
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cases", type=int, default=2000)
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--store", type=Path, default=None)
-    parser.add_argument("--repeat", type=int, default=1)
-    args = parser.parse_args()
-    store = args.store or Path(tempfile.mkdtemp(prefix="bench-history-")) / "store"
+    args, store = store_options(__doc__, "bench-history-")
     cases = grid_cases(args.cases)
-    if not (store / "collectbot-store.json").exists():
-        with tempfile.TemporaryDirectory() as work:
-            make_store(store, Path(work), cases, runs=args.runs, steps=STEPS)
+    ensure_store(store, cases, args.runs)
     rng = np.random.default_rng(7)
     timings: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,7 +67,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores",
+                "machine": machine(),
                 "date": datetime.now(UTC).isoformat(timespec="seconds"),
                 "command": "collectbot compare CAND --baseline-from-store STORE "
                 "--baseline-ref main --history-runs N --out OUT",

@@ -14,8 +14,6 @@ import argparse
 import gzip
 import html
 import json
-import os
-import platform
 import re
 import statistics
 import subprocess
@@ -25,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common import machine
 from bot.compare.comparison import compare_runs, load_cases
 from bot.render.html import render_html_report
 from collector.caseplan import Case
@@ -117,7 +116,7 @@ def main() -> None:
         page = root / "report.html"
         page.write_text(report)
         result: dict[str, object] = {
-            "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores",
+            "machine": machine(),
             "cases": len(all_cases),
             "bytes": len(report.encode()),
             "gzip_bytes": len(gzip.compress(report.encode())),

@@ -9,10 +9,8 @@ Prints one JSON line: machine, date, command, sizes, seconds, page sizes.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -21,26 +19,15 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.history_store import grid_cases, make_store
+from bench.common import ensure_store, machine, store_options
+from tests.history_store import grid_cases
 
 PAGE_LIMIT = 2 * 1024 * 1024
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cases", type=int, default=2000)
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--store", type=Path, default=None)
-    parser.add_argument("--repeat", type=int, default=1)
-    args = parser.parse_args()
-    store = args.store or Path(tempfile.mkdtemp(prefix="bench-site-")) / "store"
-    generate_s = 0.0
-    if not (store / "collectbot-store.json").exists():
-        t0 = time.perf_counter()
-        steps = (1.08, 1.05, 0.94, 1.10, 0.95, 1.06, 0.93, 1.12, 1.04, 0.96)
-        with tempfile.TemporaryDirectory() as work:
-            make_store(store, Path(work), grid_cases(args.cases), runs=args.runs, steps=steps)
-        generate_s = time.perf_counter() - t0
+    args, store = store_options(__doc__, "bench-site-")
+    generate_s = ensure_store(store, grid_cases(args.cases), args.runs)
     timings = []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
@@ -84,7 +71,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores",
+                "machine": machine(),
                 "date": datetime.now(UTC).isoformat(timespec="seconds"),
                 "command": "collectbot site --store STORE --out OUT",
                 "cases": args.cases,

@@ -99,28 +99,36 @@ def _pretend_h200() -> None:
     flash_attn.flash_attn_varlen_func = attention
 
 
-def main() -> int:
-    _pretend_h200()
+def cpu_runtime(label: str) -> Any:
+    """The backend's VllmRuntime on the CPU (after `_pretend_h200`): gloo for the
+    distributed world, the probe architecture registered, the base engine config current."""
     from vllm.config import set_current_vllm_config
 
     import collector.backends.vllm_runtime as R
-    from collector.backends import vllm_attention, vllm_gemm
     from collector.backends.vllm_support import model_hf_config
-    from collector.caseplan import build_plan
 
-    runtime_module: Any = R
-    init = runtime_module.init_distributed_environment
-    runtime_module.init_distributed_environment = lambda **kw: init(**{**kw, "backend": "gloo"})
+    module: Any = R
+    init = module.init_distributed_environment
+    module.init_distributed_environment = lambda **kw: init(**{**kw, "backend": "gloo"})
     rt = R.VllmRuntime.__new__(R.VllmRuntime)
-    rt.device, rt.index, rt.version = torch.device("cpu"), 0, "dry-run"
+    rt.device, rt.index, rt.version = torch.device("cpu"), 0, label
     rt._stack, rt._attention = contextlib.ExitStack(), collections.OrderedDict()
-    rt._tmp = Path(tempfile.mkdtemp(prefix="collectbot-dry-"))
+    rt._tmp = Path(tempfile.mkdtemp(prefix=f"collectbot-{label}-"))
     rt._register_probe_architecture()
     rt.base_config = rt._engine_config(
         model_hf_config(32, 8, 128, R.MAX_MODEL_LEN), cache_dtype="auto", enforce_eager=True
     )
     rt._stack.enter_context(set_current_vllm_config(rt.base_config))
     rt._init_distributed()
+    return rt
+
+
+def main() -> int:
+    _pretend_h200()
+    from collector.backends import vllm_attention, vllm_gemm
+    from collector.caseplan import build_plan
+
+    rt = cpu_runtime("dry-run")
     failures = 0
     plan = build_plan(("gemm", "context_attention", "generation_attention"), case_set="vllm-smoke")
     for case in plan.cases:

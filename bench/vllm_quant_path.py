@@ -33,20 +33,18 @@ class _Ops(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
 
 def quant_path() -> dict[str, Any]:
-    from bench.vllm_dry_run import _pretend_h200
+    from bench.vllm_dry_run import _pretend_h200, cpu_runtime
 
     _pretend_h200()
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.model_executor.layers.quantization.input_quant_fp8 import QuantFP8
     from vllm.model_executor.layers.quantization.utils.quant_utils import GroupShape
 
-    from bench.vllm_selection_check import _runtime
-
     def enabled(config: Any) -> bool:
         with set_current_vllm_config(config):
             return bool(QuantFP8.enabled())
 
-    field, ours = VllmConfig(), _runtime().base_config
+    field, ours = VllmConfig(), cpu_runtime("quant-path").base_config
     with set_current_vllm_config(field):
         quant = QuantFP8(static=True, group_shape=GroupShape.PER_TENSOR)
     x, scale = torch.randn(16, 256, dtype=torch.bfloat16), torch.tensor([0.01])

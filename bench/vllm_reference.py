@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from bench.common import markdown_table
 from collector.ops import get_op
 from collector.record import read_record
 
@@ -122,11 +123,9 @@ def rows_from_smoke(path: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def markdown(results: Sequence[GroupResult]) -> str:
-    lines = [
-        "| op | dtype | rows (matched) | median ratio | p10-p90 | within 5% | same kernel "
-        "| verdict |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    header = ["op", "dtype", "rows (matched)", "median ratio", "p10-p90", "within 5%"]
+    header += ["same kernel", "verdict"]
+    rows = []
     for g in results:
         median = f"{g.median_ratio:.3f}" if g.median_ratio is not None else "-"
         spread = (
@@ -135,11 +134,9 @@ def markdown(results: Sequence[GroupResult]) -> str:
             else "-"
         )
         share = f"{g.within_5pct:.0%}" if g.within_5pct is not None else "-"
-        lines.append(
-            f"| {g.op} | {g.dtype} | {g.rows} ({g.matched}) | {median} | {spread} | "
-            f"{share} | {g.kernel_agree}/{g.matched} | {g.verdict} |"
-        )
-    return "\n".join(lines)
+        matched, agree = f"{g.rows} ({g.matched})", f"{g.kernel_agree}/{g.matched}"
+        rows.append((g.op, g.dtype, matched, median, spread, share, agree, g.verdict))
+    return markdown_table(header, rows)
 
 
 def main() -> None:

@@ -12,17 +12,10 @@ and compares the backend and FlashAttention version vLLM resolved with what
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import sys
-import tempfile
 import traceback
-from pathlib import Path
-from typing import Any
 
-import torch
-
-from bench.vllm_dry_run import _pretend_h200
+from bench.vllm_dry_run import _pretend_h200, cpu_runtime
 
 SETS = ("vllm", "vllm-fp8-flashinfer", "vllm-backends")
 OPS = ("context_attention", "generation_attention")
@@ -34,28 +27,6 @@ FAMILY = {
 }
 
 
-def _runtime() -> Any:
-    from vllm.config import set_current_vllm_config
-
-    import collector.backends.vllm_runtime as R
-    from collector.backends.vllm_support import model_hf_config
-
-    module: Any = R
-    init = module.init_distributed_environment
-    module.init_distributed_environment = lambda **kw: init(**{**kw, "backend": "gloo"})
-    rt = R.VllmRuntime.__new__(R.VllmRuntime)
-    rt.device, rt.index, rt.version = torch.device("cpu"), 0, "selection-check"
-    rt._stack, rt._attention = contextlib.ExitStack(), collections.OrderedDict()
-    rt._tmp = Path(tempfile.mkdtemp(prefix="collectbot-select-"))
-    rt._register_probe_architecture()
-    rt.base_config = rt._engine_config(
-        model_hf_config(32, 8, 128, R.MAX_MODEL_LEN), cache_dtype="auto", enforce_eager=True
-    )
-    rt._stack.enter_context(set_current_vllm_config(rt.base_config))
-    rt._init_distributed()
-    return rt
-
-
 def main() -> int:
     _pretend_h200()
     from collector.attn_backends import AUTO, VLLM_ATTN_BACKENDS
@@ -64,7 +35,7 @@ def main() -> int:
     from collector.backends.vllm_support import attention_shape
     from collector.caseplan import Case, build_plan
 
-    rt = _runtime()
+    rt = cpu_runtime("selection-check")
     cases: dict[str, Case] = {}
     for name in SETS:
         for case in build_plan(OPS, case_set=name).cases:

@@ -43,93 +43,115 @@ PLATFORMS = ("self-hosted", "ubuntu-latest")
 # container mode -n creates nothing, so the image named here is never pulled.
 DRY_RUN_IMAGE = "collectbot-act-dry-run:never-pulled"
 _USES = re.compile(r"^(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?P<path>/[^@]*)?@(?P<ref>.+)$")
-STANDIN = """\
-name: act stand-in for {action}
-description: "Never meant to run: a step using it must be guarded with if !env.ACT."
-runs:
-  using: composite
-  steps:
-    - shell: bash
-      run: |
-        echo "::error::{action} cannot run under act (offline); guard its step with if !env.ACT"
-        exit 1
-"""
+
+
+class _ActionDumper(yaml.SafeDumper):
+    """YAML with multi-line strings (the scripts) as literal blocks, readable in a log."""
+
+
+_ActionDumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    ),
+)
+
+
+def _bash_action(
+    action: str,
+    description: str,
+    inputs: str,
+    run: str,
+    env: dict[str, str] | None = None,
+    store: Path | None = None,
+) -> str:
+    """action.yml of an act stand-in for `action`: a composite action of one bash step that
+    runs `run`, with `inputs` (YAML: name -> description, required, default), each input in
+    `env` (variable -> input) in the step's environment, and STORE the artifacts' folder."""
+    step_env = {k: f"${{{{ inputs.{v} }}}}" for k, v in (env or {}).items()}
+    if store is not None:
+        step_env["STORE"] = str(store)
+    action_yml = {
+        "name": f"act stand-in for {action}",
+        "description": description,
+        "inputs": yaml.safe_load(inputs) or {},
+        "runs": {"using": "composite", "steps": [{"shell": "bash", "env": step_env, "run": run}]},
+    }
+    return yaml.dump(action_yml, Dumper=_ActionDumper, sort_keys=False, width=200)
+
+
+def failing_standin(action: str) -> str:
+    """The stand-in of an action that cannot run offline: its only step fails loudly."""
+    description = "Never meant to run: a step using it must be guarded with if !env.ACT."
+    run = (
+        f'echo "::error::{action} cannot run under act (offline); guard its step with if !env.ACT"'
+    )
+    return _bash_action(action, description, "", f"{run}\nexit 1\n")
 
 
 # Working artifact stand-ins (host mode, bash): the inputs the workflows use, same layout as
 # download-artifact v4 (`name`: the files in `path`; `pattern`: one folder per artifact).
-UPLOAD_STANDIN = """\
-name: act stand-in for {action}
-description: Keeps the run's artifact under {store}/<run id>/<name>/ (tests only).
-inputs:
-  name: {{description: artifact name, required: false, default: artifact}}
-  path: {{description: files or directories, one a line, required: true}}
-  if-no-files-found: {{description: warn, error or ignore, required: false, default: warn}}
-  retention-days: {{description: ignored, required: false, default: "0"}}
-  overwrite: {{description: ignored (always replaces), required: false, default: "false"}}
-runs:
-  using: composite
-  steps:
-    - shell: bash
-      env:
-        NAME: ${{{{ inputs.name }}}}
-        PATHS: ${{{{ inputs.path }}}}
-        MISSING: ${{{{ inputs.if-no-files-found }}}}
-      run: |
-        set -euo pipefail
-        dest="{store}/$GITHUB_RUN_ID/$NAME"
-        rm -rf "$dest"
-        mkdir -p "$dest"
-        mapfile -t paths < <(printf '%s\\n' "$PATHS" | sed '/^[[:space:]]*$/d')
-        found=0
-        for p in "${{paths[@]}}"; do
-          p="${{p%/}}"
-          [ -e "$p" ] || continue
-          found=1
-          if [ "${{#paths[@]}}" = 1 ] && [ -d "$p" ]; then cp -a "$p/." "$dest/"; else cp -a "$p" "$dest/"; fi
-        done
-        if [ "$found" = 0 ]; then
-          rm -rf "$dest"
-          echo "no files for artifact $NAME"
-          if [ "$MISSING" = error ]; then exit 1; fi
-        fi
+def upload_standin(action: str, store: Path) -> str:
+    inputs = """
+name: {description: artifact name, required: false, default: artifact}
+path: {description: "files or directories, one a line", required: true}
+if-no-files-found: {description: "warn, error or ignore", required: false, default: warn}
+retention-days: {description: ignored, required: false, default: "0"}
+overwrite: {description: ignored (always replaces), required: false, default: "false"}
 """
-DOWNLOAD_STANDIN = """\
-name: act stand-in for {action}
-description: Fetches a run's artifacts from {store}/<run id>/ (tests only).
-inputs:
-  name: {{description: one artifact, required: false, default: ""}}
-  pattern: {{description: a glob of artifact names, required: false, default: ""}}
-  path: {{description: where to put them, required: false, default: "."}}
-  run-id: {{description: the run to read from, required: false, default: ""}}
-  github-token: {{description: ignored, required: false, default: ""}}
-  merge-multiple: {{description: ignored (false), required: false, default: "false"}}
-runs:
-  using: composite
-  steps:
-    - shell: bash
-      env:
-        NAME: ${{{{ inputs.name }}}}
-        PATTERN: ${{{{ inputs.pattern }}}}
-        DEST: ${{{{ inputs.path }}}}
-        RUN: ${{{{ inputs.run-id }}}}
-      run: |
-        set -euo pipefail
-        src="{store}/${{RUN:-$GITHUB_RUN_ID}}"
-        mkdir -p "$DEST"
-        if [ -n "$NAME" ]; then
-          if [ ! -d "$src/$NAME" ]; then echo "::error::Artifact not found: $NAME"; exit 1; fi
-          cp -a "$src/$NAME/." "$DEST/"
-          exit 0
-        fi
-        shopt -s nullglob
-        for dir in "$src"/$PATTERN; do
-          cp -a "$dir" "$DEST/"
-        done
+    env = {"NAME": "name", "PATHS": "path", "MISSING": "if-no-files-found"}
+    run = r"""set -euo pipefail
+dest="$STORE/$GITHUB_RUN_ID/$NAME"
+rm -rf "$dest"
+mkdir -p "$dest"
+mapfile -t paths < <(printf '%s\n' "$PATHS" | sed '/^[[:space:]]*$/d')
+found=0
+for p in "${paths[@]}"; do
+  p="${p%/}"
+  [ -e "$p" ] || continue
+  found=1
+  if [ "${#paths[@]}" = 1 ] && [ -d "$p" ]; then cp -a "$p/." "$dest/"; else cp -a "$p" "$dest/"; fi
+done
+if [ "$found" = 0 ]; then
+  rm -rf "$dest"
+  echo "no files for artifact $NAME"
+  if [ "$MISSING" = error ]; then exit 1; fi
+fi
 """
+    description = f"Keeps the run's artifact under {store}/<run id>/<name>/ (tests only)."
+    return _bash_action(action, description, inputs, run, env, store)
+
+
+def download_standin(action: str, store: Path) -> str:
+    inputs = """
+name: {description: one artifact, required: false, default: ""}
+pattern: {description: a glob of artifact names, required: false, default: ""}
+path: {description: where to put them, required: false, default: "."}
+run-id: {description: the run to read from, required: false, default: ""}
+github-token: {description: ignored, required: false, default: ""}
+merge-multiple: {description: ignored (false), required: false, default: "false"}
+"""
+    env = {"NAME": "name", "PATTERN": "pattern", "DEST": "path", "RUN": "run-id"}
+    run = r"""set -euo pipefail
+src="$STORE/${RUN:-$GITHUB_RUN_ID}"
+mkdir -p "$DEST"
+if [ -n "$NAME" ]; then
+  if [ ! -d "$src/$NAME" ]; then echo "::error::Artifact not found: $NAME"; exit 1; fi
+  cp -a "$src/$NAME/." "$DEST/"
+  exit 0
+fi
+shopt -s nullglob
+for dir in "$src"/$PATTERN; do
+  cp -a "$dir" "$DEST/"
+done
+"""
+    description = f"Fetches a run's artifacts from {store}/<run id>/ (tests only)."
+    return _bash_action(action, description, inputs, run, env, store)
+
+
 WORKING_STANDINS = {
-    "actions/upload-artifact": UPLOAD_STANDIN,
-    "actions/download-artifact": DOWNLOAD_STANDIN,
+    "actions/upload-artifact": upload_standin,
+    "actions/download-artifact": download_standin,
 }
 
 
@@ -199,12 +221,11 @@ def standin_args(into: Path, root: Path = ROOT, artifacts: Path | None = None) -
         where = into / action.repo.replace("/", "__") / action.ref
         target = where / action.path.lstrip("/") if action.path else where
         target.mkdir(parents=True, exist_ok=True)
-        working = WORKING_STANDINS.get(action.repo) if artifacts is not None else None
-        text = (
-            working.format(action=action.spec, store=artifacts)
-            if working
-            else STANDIN.format(action=action.spec)
-        )
+        working = WORKING_STANDINS.get(action.repo)
+        if working and artifacts is not None:
+            text = working(action.spec, artifacts)
+        else:
+            text = failing_standin(action.spec)
         (target / "action.yml").write_text(text)
         args += ["--local-repository", f"{action.repo}@{action.ref}={where}"]
     return args
@@ -233,6 +254,12 @@ def act_command(
         for key, value in (values or {}).items():
             cmd += [flag, f"{key}={value}"]
     return [*cmd, *standins]
+
+
+def run_act(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run an act command in `cwd`, its output captured as text, without colour codes."""
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 # Every workflow, the events it listens to, and the recorded payload each is replayed with.
@@ -283,14 +310,7 @@ def dry_run_all(root: Path = ROOT) -> list[str]:
                 dry_run=True,
                 cache=Path(tmp) / "cache",
             )
-            proc = subprocess.run(
-                cmd,
-                cwd=root,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env={**os.environ, "NO_COLOR": "1"},
-            )
+            proc = run_act(cmd, root, timeout=300)
             ok = proc.returncode == 0 and "Job failed" not in proc.stdout
             print(f"act -n {event} -W {workflow}: {'ok' if ok else 'FAILED'}", flush=True)
             if not ok:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ import numpy as np
 from collector.aggregate import RunResult
 from collector.caseplan import Case
 from collector.failures import FailureRecord, group_key, now_iso
+from collector.pins import FrameworkPins
 from collector.record import CHECKPOINT, CheckpointState, finalize
 
 
@@ -163,6 +165,54 @@ def collect_until(
             break
         time.sleep(0.05)
     return cmd, proc
+
+
+def framework_pins(**over: str) -> FrameworkPins:
+    """vLLM 0.24.0's pins as the manifest holds them (CUDA 13.0, a base image by digest),
+    with `over` replacing any field."""
+    fields = {
+        "version": "0.24.0",
+        "torch": "2.11.0",
+        "flashinfer": "0.6.12",
+        "cuda": "cu130",
+        "base_image": "docker.io/vllm/vllm-openai@sha256:" + "ab" * 32,
+    }
+    return FrameworkPins(name="vllm", extra={}, **{**fields, **over})
+
+
+def fake_dist(root: Path, name: str, version: str) -> Path:
+    """`root` holding a `name` `version` distribution's metadata only: installed, for
+    importlib.metadata (and so the version gate), with no package to import."""
+    info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return root
+
+
+def collect_unpinned(
+    cwd: Path, pythonpath: Path | None, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`collectbot collect ARGS` in its own process in `cwd`, with no pin from the environment
+    and `pythonpath` (a fake site, or None) before this checkout."""
+    from collector.versions import EXPECTED_VERSION_ENV, MANIFEST_ENV
+
+    env = {k: v for k, v in os.environ.items() if k not in (EXPECTED_VERSION_ENV, MANIFEST_ENV)}
+    root = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (pythonpath, root) if p is not None)
+    cmd = [sys.executable, "-m", "bot", "collect", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def assert_needs_cuda(require_cuda: Callable[[str], None]) -> None:
+    """A GPU backend's device check: a CPU is refused as unsupported, a CUDA device passes."""
+    import pytest
+
+    from collector.failures import UNSUPPORTED, classify_exception
+
+    with pytest.raises(NotImplementedError, match="needs a CUDA device") as info:
+        require_cuda("cpu")
+    assert classify_exception(info.value) == UNSUPPORTED
+    require_cuda("cuda:1")
 
 
 def unavailable_run(proc: subprocess.CompletedProcess[str], out: Path, says: str) -> list[Any]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner, Result
 
 from tests.github_server import GitHubServer, PullState
 
@@ -27,6 +28,20 @@ RUN_CREATED = "2026-11-30T12:01:00Z"
 def payload(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((DATA / "webhooks" / f"{name}.json").read_text())
     return copy.deepcopy(data)
+
+
+def plan_pull_request(tmp_path: Path, data: dict[str, Any], *options: str) -> Result:
+    """`collectbot plan` of the pull_request event `data` for the torch backend, into
+    tmp_path/plan.json, plus `options`."""
+    from bot.cli import app  # the CLI only where a test plans (conftest imports this module)
+
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(data))
+    return CliRunner().invoke(
+        app,
+        ["plan", "--event", str(event), "--event-name", "pull_request", "--out",
+         str(tmp_path / "plan.json"), "--backends", "torch", *options],
+    )  # fmt: skip
 
 
 def finished_run(

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 
+from bot.render.html import PAGE_ROWS, html_environment
 from collector.caseplan import Case
 from collector.failures import FailureRecord
 from tests.factories import failure, gemm_case, simulated_runs, write_record
@@ -22,6 +25,9 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE_ENV = "COLLECTBOT_UPDATE_GOLDEN"
 # Every rendering is pinned to these, so a golden file changes only with the renderer.
 STAMP = "2026-11-30T00:00:00+00:00"
+# A report's inlined stylesheet and script: a bare <style> or <script> tag on its own line to
+# its closing tag (the cases' JSON block, <script type=...>, is data and stays in the golden).
+ASSET_BLOCK = re.compile(r"^<(style|script)>\n.*?^</\1>$", re.S | re.M)
 
 
 def check_golden(name: str, text: str, update: bool) -> None:
@@ -43,6 +49,32 @@ def check_golden(name: str, text: str, update: bool) -> None:
             )
         )
         raise AssertionError(f"{name} differs from its golden file:\n{diff[:6000]}")
+
+
+def inlined_assets(html: str) -> list[str]:
+    """The inlined asset blocks of a report (or of its template), in order."""
+    return [m.group(0) for m in ASSET_BLOCK.finditer(html)]
+
+
+def shipped_assets() -> list[str]:
+    """The report template's asset blocks, rendered with what the renderers give them."""
+    env = html_environment()
+    source = env.loader.get_source(env, "report.html.j2")[0]  # type: ignore[union-attr]
+    return [env.from_string(block).render(page=PAGE_ROWS) for block in inlined_assets(source)]
+
+
+def fold_assets(html: str) -> str:
+    """`html` with each inlined asset block cut to its tags round one line with its sha256:
+    a golden report still changes with any byte of a block, yet holds only what its inputs
+    change (test_golden.py checks the blocks are the template's)."""
+
+    def marker(m: re.Match[str]) -> str:
+        block, tag = m.group(0), m.group(1)
+        digest = hashlib.sha256(block.encode()).hexdigest()
+        lines = block.count("\n") + 1
+        return f"<{tag}>\n/* the template's {tag}: {lines} lines, sha256 {digest} */\n</{tag}>"
+
+    return ASSET_BLOCK.sub(marker, html)
 
 
 def stamped_failure(case: Case, message: str, exc: str = "RuntimeError") -> FailureRecord:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,14 @@ from typer.testing import CliRunner
 from bot.cli import app
 from collector.record import read_record
 from tests.docker_support import add_startup_hook
-from tests.test_images_docker import _torch_version, _write_manifest, base, client
+from tests.test_images_docker import (
+    _torch_version,
+    _write_manifest,
+    base,
+    client,
+    image_ensure,
+    throwaway_repository,
+)
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -79,20 +85,13 @@ def host_files(workdir: Path) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def repository(client: Any) -> Iterator[str]:
-    name = f"collectbot-attack-{uuid.uuid4().hex[:8]}"
-    yield name
-    for image in client.images.list(name=name):
-        for tag in image.tags:
-            client.images.remove(tag, force=True)
+    yield from throwaway_repository(client, "collectbot-attack")
 
 
 def _ensure(manifest: Path, base: str, repository: str, out: Path, *extra: str) -> Any:
-    return runner.invoke(
-        app,
-        ["image", "ensure", "--manifest", str(manifest), "--base-image", base,
-         "--repository", repository, "--build-network", "none", "--out", str(out), "--quiet",
-         *extra],
-    )  # fmt: skip
+    return image_ensure(
+        manifest, base, repository, "--build-network", "none", "--out", str(out), "--quiet", *extra
+    )
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import types
@@ -41,9 +40,8 @@ from collector.versions import (
     Expected,
     expected_flashinfer_version,
 )
-from tests.factories import unavailable_run
+from tests.factories import assert_needs_cuda, collect_unpinned, fake_dist, unavailable_run
 
-ROOT = Path(__file__).resolve().parent.parent
 FLASHINFER_PRESENT = importlib.util.find_spec("flashinfer") is not None
 DIGEST = "a" * 64
 ENTRY = """  {name}:
@@ -89,21 +87,12 @@ def manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _fake_dist(root: Path, version: str) -> Path:
-    info = root / f"flashinfer_python-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {version}\n"
-    )
-    return root
-
-
 def _stand_in(root: Path, version: str = "0.6.12") -> Path:
     package = root / "flashinfer"
     package.mkdir(parents=True)
     for name, text in STAND_IN.items():
         (package / name).write_text(text.format(version=version))
-    return _fake_dist(root, version)
+    return fake_dist(root, "flashinfer-python", version)
 
 
 # --- the pin ------------------------------------------------------------------------------
@@ -204,10 +193,7 @@ def test_installed_but_unimportable_is_backend_unavailable(manifest: Path) -> No
 
 
 def test_cpu_device_and_unknown_ops_are_unsupported(manifest: Path) -> None:
-    with pytest.raises(NotImplementedError, match="needs a CUDA device") as info:
-        require_cuda("cpu")
-    assert classify_exception(info.value) == UNSUPPORTED
-    require_cuda("cuda:3")
+    assert_needs_cuda(require_cuda)
     backend = FlashinferBackend(
         version_of={"flashinfer-python": "0.6.12"}.get,
         import_runtime=lambda: types.ModuleType("rt"),  # never reached on a CPU
@@ -306,12 +292,11 @@ def test_flashinfer_refusal_becomes_unsupported(runtime_module: types.ModuleType
 def _collect(
     tmp_path: Path, out: Path, pythonpath: Path | None, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in (EXPECTED_VERSION_ENV, MANIFEST_ENV)}
-    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (pythonpath, ROOT) if p is not None)
-    cmd = [sys.executable, "-m", "bot", "collect", "--backend", "flashinfer", "--device", "cpu"]
-    cmd += ["--ops", "gemm,context_attention,generation_attention", "--case-set", "smoke"]
-    cmd += ["--out", str(out), "--quiet", "--runs", "1", *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    return collect_unpinned(
+        tmp_path, pythonpath, "--backend", "flashinfer", "--device", "cpu",
+        "--ops", "gemm,context_attention,generation_attention", "--case-set", "smoke",
+        "--out", str(out), "--quiet", "--runs", "1", *extra,
+    )  # fmt: skip
 
 
 def _failures(out: Path) -> list[dict[str, object]]:
@@ -361,7 +346,7 @@ def test_cli_on_cpu_records_every_case_unsupported(tmp_path: Path) -> None:
 @pytest.mark.skipif(FLASHINFER_PRESENT, reason="FlashInfer is importable here")
 def test_cli_wrong_version_stops_before_collecting(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = _collect(tmp_path, out, _fake_dist(tmp_path / "site", "0.6.11"))
+    proc = _collect(tmp_path, out, fake_dist(tmp_path / "site", "flashinfer-python", "0.6.11"))
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "flashinfer-python 0.6.11 is installed but" in proc.stderr

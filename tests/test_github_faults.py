@@ -9,7 +9,6 @@ half-done silently; and the token never appears in stdout, stderr or the logs of
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
-from tests.github_fixtures import BOT_TOKEN, PR, REPO, payload
+from tests.github_fixtures import BOT_TOKEN, PR, REPO, payload, plan_pull_request
 from tests.github_server import Fault, GitHubServer
 from tests.test_github_publish import rendered
 
@@ -103,14 +102,8 @@ def test_plan_when_github_stays_down_is_one_line(gh: GitHubServer, tmp_path: Pat
     gh.pulls[PR].labels = ["collect/torch"]
     data = payload("pull_request.labeled")
     data["label"]["name"] = "collect/torch"
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(data))
     gh.fault(Fault("GET", r"/collaborators/", status=502, body={"message": "Bad"}, times=99))
-    result = runner.invoke(
-        app,
-        ["plan", "--event", str(event), "--event-name", "pull_request", "--out",
-         str(tmp_path / "plan.json"), "--backends", "torch", "--retries", "1"],
-    )  # fmt: skip
+    result = plan_pull_request(tmp_path, data, "--retries", "1")
     assert result.exit_code == 2, result.output
     line = _one_error_line(result.output)
     assert "GitHub API failed while reading the PR and the labeler's permission" in line
@@ -124,22 +117,9 @@ def test_plan_cannot_remove_a_refused_label_is_one_line(gh: GitHubServer, tmp_pa
     data = payload("pull_request.labeled")
     data["label"]["name"] = "collect/torch"
     data["sender"]["login"] = "outsider"
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(data))
-    gh.fault(
-        Fault(
-            "DELETE",
-            r"/labels/",
-            status=403,
-            body={"message": "Resource not accessible by integration"},
-            times=99,
-        )
-    )
-    result = runner.invoke(
-        app,
-        ["plan", "--event", str(event), "--event-name", "pull_request", "--out",
-         str(tmp_path / "plan.json"), "--backends", "torch"],
-    )  # fmt: skip
+    denied = "Resource not accessible by integration"
+    gh.fault(Fault.forbidden("DELETE", r"/labels/", denied, times=99))
+    result = plan_pull_request(tmp_path, data)
     assert result.exit_code == 2, result.output
     line = _one_error_line(result.output)
     assert "removing the label and explaining why" in line and "HTTP 403" in line

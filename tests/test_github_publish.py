@@ -20,6 +20,7 @@ from collector.record import read_record
 from tests.factories import failure, gemm_case, simulated_runs, write_record
 from tests.github_fixtures import HEAD, MAINTAINER_TOKEN, PR, REPO
 from tests.github_server import Fault, GitHubServer
+from tests.github_server.server import SECONDARY_RATE_LIMIT
 
 runner = CliRunner()
 
@@ -194,16 +195,8 @@ def test_transient_502s_and_a_secondary_rate_limit_are_retried(
     bad_gateway = {"message": "Server Error"}
     gh.fault(Fault("GET", r"/pulls/2$", status=502, body=bad_gateway, times=2))
     gh.fault(Fault("GET", r"/issues/2/comments$", status=502, body=bad_gateway, times=1))
-    gh.fault(
-        Fault(
-            "POST",
-            r"/issues/2/comments$",
-            status=403,
-            body={"message": SECONDARY, "documentation_url": DOCS},
-            headers={"Retry-After": "1"},
-        )
-    )
-    gh.fault(Fault("POST", r"/statuses/", status=429, body={"message": SECONDARY}, times=1))
+    gh.fault(Fault.secondary_rate_limit("POST", r"/issues/2/comments$"))
+    gh.fault(Fault("POST", r"/statuses/", status=429, body={"message": SECONDARY_RATE_LIMIT}))
     result = publish(comment)
     assert result.exit_code == 0, result.output
     assert bodies(gh) == [comment.read_text()]
@@ -217,14 +210,7 @@ def test_a_secondary_rate_limit_without_retry_after_waits_and_succeeds(
     gh: GitHubServer, tmp_path: Path, rng: np.random.Generator
 ) -> None:
     comment = rendered(tmp_path, rng)
-    gh.fault(
-        Fault(
-            "PATCH",
-            r"/issues/comments/",
-            status=403,
-            body={"message": SECONDARY, "documentation_url": DOCS},
-        )
-    )
+    gh.fault(Fault.forbidden("PATCH", r"/issues/comments/", SECONDARY_RATE_LIMIT))
     assert publish(comment).exit_code == 0
     second = rendered(tmp_path, rng, run_id="run-b", started_at="2026-11-30T11:00:00+00:00")
     result = publish(second)
@@ -250,15 +236,8 @@ def test_a_403_on_the_comment_endpoint_fails_with_one_clear_line(
     gh: GitHubServer, tmp_path: Path, rng: np.random.Generator
 ) -> None:
     comment = rendered(tmp_path, rng)
-    gh.fault(
-        Fault(
-            "POST",
-            r"/issues/2/comments$",
-            status=403,
-            body={"message": "Resource not accessible by integration", "documentation_url": DOCS},
-            times=100,
-        )
-    )
+    denied = "Resource not accessible by integration"
+    gh.fault(Fault.forbidden("POST", r"/issues/2/comments$", denied, times=100))
     result = publish(comment)
     assert result.exit_code == 2
     lines = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
@@ -270,12 +249,6 @@ def test_a_403_on_the_comment_endpoint_fails_with_one_clear_line(
     assert comment.is_file() and comment.read_text().startswith("<!-- collectbot")
     assert len(gh.requests("POST", r"/issues/2/comments$")) == 1  # a plain 403 is not retried
     assert gh.issue_comments(PR) == []
-
-
-SECONDARY = (
-    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
-)
-DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
 
 
 def test_a_github_app_publishes_with_an_installation_token(

@@ -15,7 +15,15 @@ from bot.render.html import render_html_report, render_run_html_report
 from bot.render.run_summary import load_run_info
 from collector.record import read_record
 from tests.factories import gemm_case, write_record
-from tests.golden import STAMP, check_golden, golden_runs, stamped_failure
+from tests.golden import (
+    STAMP,
+    check_golden,
+    fold_assets,
+    golden_runs,
+    inlined_assets,
+    shipped_assets,
+    stamped_failure,
+)
 
 # A comparison's JSON and every case (cases.parquet), as render reads them.
 Rendered = tuple[dict[str, Any], list[dict[str, Any]]]
@@ -40,6 +48,21 @@ def comparison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Rendered:
     return data, load_cases(path, data)
 
 
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A partial run: two cases measured, one out of memory; fixed SHA and stamps."""
+    monkeypatch.chdir(tmp_path)
+    cases = [gemm_case(m) for m in (1, 16, 128)]
+    return write_record(
+        Path("run"),
+        cases,
+        lambda c: None if c is cases[2] else [[0.05] * 8] * 6,
+        failures=[stamped_failure(cases[2], "CUDA error: out of memory", "OutOfMemoryError")],
+        status="partial",
+        meta_extra={"git_sha": "841efd6666790000000000000000000000000000", "run_id": "run"},
+    )
+
+
 def test_the_pr_comment(comparison: Rendered, update_golden: bool) -> None:
     data, _ = comparison
     body = render_comment(data, RenderOptions(artifacts_url=ARTIFACTS, report_url=REPORT))
@@ -48,29 +71,32 @@ def test_the_pr_comment(comparison: Rendered, update_golden: bool) -> None:
 
 def test_the_html_report(comparison: Rendered, update_golden: bool) -> None:
     data, cases = comparison
-    check_golden("report.html", render_html_report(data, cases), update_golden)
+    check_golden("report.html", fold_assets(render_html_report(data, cases)), update_golden)
 
 
-def test_the_run_only_comment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, update_golden: bool
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    cases = [gemm_case(m) for m in (1, 16, 128)]
-    run = write_record(
-        Path("run"),
-        cases,
-        lambda c: None if c is cases[2] else [[0.05] * 8] * 6,
-        failures=[stamped_failure(cases[2], "CUDA error: out of memory", "OutOfMemoryError")],
-        status="partial",
-        meta_extra={"git_sha": "841efd6666790000000000000000000000000000", "run_id": "run"},
-    )
+def test_the_run_only_comment(run: Path, update_golden: bool) -> None:
     opts = RenderOptions(artifacts_url=ARTIFACTS)
     check_golden("run-comment.md", render_run_comment(load_run_info(run), opts), update_golden)
-    check_golden("run-report.html", render_run_html_report(load_run_info(run)), update_golden)
+    report = fold_assets(render_run_html_report(load_run_info(run)))
+    check_golden("run-report.html", report, update_golden)
     Path("died").mkdir()
     missing = RenderOptions(artifacts_url=ARTIFACTS, started_at=STAMP, backend="vllm", gpu="H200")
     info = load_run_info(Path("died"), stage="collect", error="the runner lost its GPU")
     check_golden("run-missing-comment.md", render_run_comment(info, missing), update_golden)
+
+
+def test_the_reports_inline_the_shipped_assets(comparison: Rendered, run: Path) -> None:
+    """What the golden reports hold as a sha256 line: the template's stylesheet and script,
+    whole in both reports; a changed byte in either changes the folded golden."""
+    shipped = shipped_assets()
+    assert [b.split(">")[0] for b in shipped] == ["<style", "<script"]
+    reports = [render_html_report(*comparison), render_run_html_report(load_run_info(run))]
+    for report in reports:
+        assert inlined_assets(report) == shipped
+        changed = report.replace("PAGE = ", "PAGE = 1").replace("h1 { font-size", "h1 { size")
+        folded = fold_assets(changed).splitlines()
+        assert len(folded) == len(fold_assets(report).splitlines())
+        assert len(set(folded) - set(fold_assets(report).splitlines())) == 2
 
 
 def test_a_changed_rendering_fails_with_its_diff(monkeypatch: pytest.MonkeyPatch) -> None:

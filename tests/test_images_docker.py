@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from bot.cli import app
 from bot.images.build import obtain
@@ -76,39 +76,38 @@ def manifest(workdir: Path) -> Path:
     return _write_manifest(workdir / "manifest.yaml", _torch_version())
 
 
-@pytest.fixture(scope="module")
-def repository(client: Any) -> Iterator[str]:
-    """A fresh repository per session, so the first ensure really builds."""
-    name = f"collectbot-test-{uuid.uuid4().hex[:8]}"
+def throwaway_repository(client: Any, prefix: str) -> Iterator[str]:
+    """A fresh repository name (PREFIX-hex); its images are removed afterwards."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     yield name
     for image in client.images.list(name=name):
         for tag in image.tags:
             client.images.remove(tag, force=True)
 
 
+def image_ensure(manifest: Path, base: str, repository: str, *options: str) -> Result:
+    """`collectbot image ensure` of MANIFEST on BASE into REPOSITORY, plus OPTIONS."""
+    return runner.invoke(
+        app,
+        ["image", "ensure", "--manifest", str(manifest), "--base-image", base,
+         "--repository", repository, *options],
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def repository(client: Any) -> Iterator[str]:
+    """A fresh repository per session, so the first ensure really builds."""
+    yield from throwaway_repository(client, "collectbot-test")
+
+
 @pytest.fixture(scope="module")
 def first(client: Any, base: str, manifest: Path, repository: str, workdir: Path) -> dict[str, Any]:
     """`image ensure` from nothing: builds, verifies, writes the image record."""
     out = workdir / "image-1.json"
-    result = runner.invoke(
-        app,
-        [
-            "image",
-            "ensure",
-            "--manifest",
-            str(manifest),
-            "--base-image",
-            base,
-            "--repository",
-            repository,
-            "--build-network",
-            "none",
-            "--out",
-            str(out),
-            "--log",
-            str(workdir / "build-1.log"),
-        ],
-    )
+    result = image_ensure(
+        manifest, base, repository, "--build-network", "none", "--out", str(out),
+        "--log", str(workdir / "build-1.log"),
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     data: dict[str, Any] = json.loads(out.read_text())
     assert result.stdout.strip().splitlines()[-1] == data["ref"]
@@ -137,21 +136,7 @@ def test_ensure_builds_verifies_and_then_reuses(
     # Unchanged inputs: the same tag, reused without building.
     out = workdir / "image-2.json"
     started = time.monotonic()
-    result = runner.invoke(
-        app,
-        [
-            "image",
-            "ensure",
-            "--manifest",
-            str(manifest),
-            "--base-image",
-            base,
-            "--repository",
-            repository,
-            "--out",
-            str(out),
-        ],
-    )
+    result = image_ensure(manifest, base, repository, "--out", str(out))
     assert result.exit_code == 0, result.output
     second = json.loads(out.read_text())
     assert second["built"] is False and second["id"] == first["id"]
@@ -193,21 +178,7 @@ def test_manifest_change_rebuilds_and_a_mismatch_fails_verify_naming_both_versio
     client: Any, base: str, repository: str, workdir: Path, first: dict[str, Any]
 ) -> None:
     wrong = _write_manifest(workdir / "manifest-wrong.yaml", "2.11.0")
-    result = runner.invoke(
-        app,
-        [
-            "image",
-            "ensure",
-            "--manifest",
-            str(wrong),
-            "--base-image",
-            base,
-            "--repository",
-            repository,
-            "--build-network",
-            "none",
-        ],
-    )
+    result = image_ensure(wrong, base, repository, "--build-network", "none")
     assert result.exit_code == 2, result.output
     error = result.output.strip().splitlines()[-1]
     have = __import__("torch").__version__
@@ -466,11 +437,9 @@ def test_an_image_build_failure_is_one_line_and_leaves_no_image(
     log = workdir / "broken-build.log"
     try:
         for attempt in range(2):
-            result = runner.invoke(
-                app,
-                ["image", "ensure", "--manifest", str(manifest), "--base-image", broken,
-                 "--repository", repository, "--build-network", "none", "--log", str(log)],
-            )  # fmt: skip
+            result = image_ensure(
+                manifest, broken, repository, "--build-network", "none", "--log", str(log)
+            )
             assert result.exit_code == 2, result.output
             lines = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
             assert len(lines) == 1 and "Traceback" not in result.output, result.output

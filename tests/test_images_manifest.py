@@ -21,6 +21,7 @@ from collector.pins import (
     enforce,
     load_manifest,
 )
+from tests.factories import framework_pins
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGEST = "sha256:" + "ab" * 32
@@ -116,18 +117,6 @@ def test_missing_manifest_and_unknown_framework(tmp_path: Path) -> None:
         manifest.get("sglang")
 
 
-def _pins(**over: str) -> FrameworkPins:
-    fields = {
-        "version": "0.24.0",
-        "torch": "2.11.0",
-        "flashinfer": "0.6.12",
-        "cuda": "cu130",
-        "base_image": f"docker.io/vllm/vllm-openai@{DIGEST}",
-    }
-    fields.update(over)
-    return FrameworkPins(name="vllm", extra={}, **fields)
-
-
 def _installed(
     vllm: str | None = "0.24.0", torch: str = "2.11.0+cu130", cuda: str | None = "13.0"
 ) -> Installed:
@@ -139,7 +128,7 @@ def _installed(
 
 
 def test_version_gate_is_exact() -> None:
-    pins = _pins()
+    pins = framework_pins()
     assert check_versions(pins, _installed()) == []
     # The CUDA variant as a local label is the pinned variant, nothing else.
     assert check_versions(pins, _installed(vllm="0.24.0+cu130")) == []
@@ -160,9 +149,9 @@ def test_version_gate_is_exact() -> None:
     assert [(m.what, m.installed, m.pinned) for m in mismatches] == [
         ("torch CUDA variant", "cu128", "cu130")
     ]
-    cpu = _pins(torch="2.13.0", cuda="cpu")
+    cpu = framework_pins(torch="2.13.0", cuda="cpu")
     assert check_versions(cpu, _installed(torch="2.13.0+cpu", cuda=None)) == []
-    python_pinned = FrameworkPins(**{**_pins().__dict__, "extra": {"python": "3.12"}})
+    python_pinned = FrameworkPins(**{**framework_pins().__dict__, "extra": {"python": "3.12"}})
     assert check_versions(python_pinned, _installed()) == []
     bad_python = Installed({**_installed().distributions}, "13.0", "3.11.7")
     [m] = check_versions(python_pinned, bad_python)

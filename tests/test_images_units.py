@@ -32,21 +32,16 @@ from collector.errors import UserError
 from collector.pins import FrameworkPins
 from collector.record import CHECKPOINT, read_record
 from collector.timing import Protocol
+from tests.factories import framework_pins
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGEST = "sha256:" + "cd" * 32
 
 
 def _pins(**over: str) -> FrameworkPins:
-    fields = {
-        "version": "0.24.0",
-        "torch": "2.13.0",
-        "flashinfer": "0.6.12",
-        "cuda": "cpu",
-        "base_image": f"docker.io/vllm/vllm-openai@{DIGEST}",
-    }
-    fields.update(over)
-    return FrameworkPins(name="vllm", extra={}, **fields)
+    """The pins of a CPU image on this file's base image."""
+    base_image = f"docker.io/vllm/vllm-openai@{DIGEST}"
+    return framework_pins(**{"torch": "2.13.0", "cuda": "cpu", "base_image": base_image, **over})
 
 
 def _inputs(collector_dir: Path = COLLECTOR_DIR, **over: str) -> BuildInputs:

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from bot.cli import app
 from bot.render.comment import FUTURE_SLACK, Marker, bounded_start
 from tests.factories import gemm_case, simulated_runs, write_record
-from tests.github_fixtures import HEAD, PR, REPO, finished_run, payload
+from tests.github_fixtures import HEAD, PR, REPO, finished_run, payload, plan_pull_request
 from tests.github_server import GitHubServer
 from tests.test_github_publish import rendered
 
@@ -156,13 +156,7 @@ def test_label_text_cannot_forge_step_outputs(
     hostile = "collect/x\ntrigger=true\nhead_sha=evil\nEOF\ncollectbot_0000\ntrigger=true"
     data["label"]["name"] = hostile
     data["pull_request"]["head"]["ref"] = "feature\ntrigger=true"
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(data))
-    result = runner.invoke(
-        app,
-        ["plan", "--event", str(event), "--event-name", "pull_request", "--out",
-         str(tmp_path / "plan.json"), "--backends", "torch"],
-    )  # fmt: skip
+    result = plan_pull_request(tmp_path, data)
     assert result.exit_code == 0, result.output
     lines = output.read_text().splitlines()
     assert [ln for ln in lines if ln.startswith("trigger=")] == ["trigger=false"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from collector.backends.vllm_backend import (
 )
 from collector.caseplan import Case, build_plan
 from collector.errors import UserError
-from collector.failures import BACKEND_UNAVAILABLE, UNSUPPORTED, classify_exception
+from collector.failures import BACKEND_UNAVAILABLE, classify_exception
 from collector.versions import (
     EXPECTED_VERSION_ENV,
     MANIFEST_ENV,
@@ -35,9 +34,8 @@ from collector.versions import (
     expected_version,
     require_pin,
 )
-from tests.factories import unavailable_run
+from tests.factories import assert_needs_cuda, collect_unpinned, fake_dist, unavailable_run
 
-ROOT = Path(__file__).resolve().parent.parent
 VLLM_PRESENT = importlib.util.find_spec("vllm") is not None
 MANIFEST = """schema_version: 1
 frameworks:
@@ -141,10 +139,7 @@ def test_installed_but_unimportable_is_backend_unavailable(manifest: Path) -> No
 
 
 def test_cpu_device_and_unknown_ops_are_unsupported(manifest: Path) -> None:
-    with pytest.raises(NotImplementedError, match="needs a CUDA device") as info:
-        require_cuda("cpu")
-    assert classify_exception(info.value) == UNSUPPORTED
-    require_cuda("cuda:1")
+    assert_needs_cuda(require_cuda)
     # A stand-in for the imported runtime module: these checks come before any use of it.
     backend = VllmBackend(
         version_of={"vllm": "0.24.0"}.get, import_runtime=lambda: types.ModuleType("rt")
@@ -182,21 +177,13 @@ def test_vllm_case_sets_cover_the_acceptance_floor() -> None:
     assert smoke.count_by_op() == {"gemm": 5, "context_attention": 2, "generation_attention": 2}
 
 
-def _fake_dist(root: Path, version: str) -> Path:
-    info = root / f"vllm-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
-    return root
-
-
 def _collect(
     tmp_path: Path, out: Path, pythonpath: Path | None, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in (EXPECTED_VERSION_ENV, MANIFEST_ENV)}
-    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (pythonpath, ROOT) if p is not None)
-    cmd = [sys.executable, "-m", "bot", "collect", "--backend", "vllm", "--ops", "gemm"]
-    cmd += ["--case-set", "vllm-smoke", "--out", str(out), "--quiet", "--runs", "1", *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    return collect_unpinned(
+        tmp_path, pythonpath, "--backend", "vllm", "--ops", "gemm", "--case-set", "vllm-smoke",
+        "--out", str(out), "--quiet", "--runs", "1", *extra,
+    )  # fmt: skip
 
 
 @pytest.mark.slow
@@ -213,7 +200,7 @@ def test_cli_not_installed_is_recorded_and_fails(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(VLLM_PRESENT, reason="vLLM is importable here; this checks its absence")
 def test_cli_wrong_version_stops_before_collecting(tmp_path: Path) -> None:
-    site = _fake_dist(tmp_path / "site", "0.23.0")
+    site = fake_dist(tmp_path / "site", "vllm", "0.23.0")
     out = tmp_path / "run"
     proc = _collect(tmp_path, out, site)
     assert proc.returncode == 2

@@ -51,7 +51,7 @@ import pytest
 from bot.render.comment import Marker, baseline_words
 from bot.store import RunStore
 from collector.record import read_record
-from tests.act_support import ROOT, act_binary, act_command, standin_args
+from tests.act_support import ROOT, act_binary, act_command, run_act, standin_args
 from tests.github_fixtures import BOT_TOKEN, REPO, payload
 from tests.github_server import GitHubServer, PullState
 
@@ -80,6 +80,18 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
     ).stdout.strip()
+
+
+def _git_init(repo: Path, message: str) -> str:
+    """`repo`'s files as a new repository: branch main, origin on GitHub at REPO, everything
+    in one commit with `message`; that commit's SHA."""
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "ci@example.invalid")
+    _git(repo, "config", "user.name", "ci")
+    _git(repo, "remote", "add", "origin", f"https://github.com/{REPO}.git")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message)
+    return _git(repo, "rev-parse", "HEAD")
 
 
 def _copy_checkout(dest: Path) -> None:
@@ -133,14 +145,7 @@ class Env:
             cache=self.work / "act-cache",
         )
         started = time.monotonic()
-        proc = subprocess.run(
-            cmd,
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            env={**os.environ, "NO_COLOR": "1"},
-        )
+        proc = run_act(cmd, repo, timeout=900)
         log = proc.stdout + proc.stderr
         (self.logs / f"{workflow}-{event}-{run_id}.log").write_text(log)
         took = time.monotonic() - started
@@ -186,13 +191,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         check=True,
     )
     (wheel,) = dist.glob("collectbot-*.whl")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "ci@example.invalid")
-    _git(repo, "config", "user.name", "ci")
-    _git(repo, "remote", "add", "origin", f"https://github.com/{REPO}.git")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "base")
-    base_sha = _git(repo, "rev-parse", "HEAD")
+    base_sha = _git_init(repo, "base")
     _git(repo, "checkout", "-q", "-b", "feature")
     backend = repo / "collector" / "backends" / "torch_backend.py"
     text = backend.read_text()
@@ -524,13 +523,7 @@ def new_repo(e2e: Env) -> NewRepo:
     config = repo / ".github" / "collectbot" / "manifest.yaml"
     config.parent.mkdir(parents=True)
     config.write_text(e2e.manifest)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "ci@example.invalid")
-    _git(repo, "config", "user.name", "ci")
-    _git(repo, "remote", "add", "origin", f"https://github.com/{REPO}.git")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "collectbot: callers and config")
-    base_sha = _git(repo, "rev-parse", "HEAD")
+    base_sha = _git_init(repo, "collectbot: callers and config")
     assert _git(repo, "ls-files").split() == [
         ".github/collectbot/manifest.yaml",
         ".github/workflows/baseline.yml",

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.common import markdown_table
 from collector.attn_backends import AUTO
 from collector.record import RunRecord, read_record
 
@@ -66,21 +67,17 @@ def grid(records: Sequence[RunRecord]) -> dict[CellKey, Cell]:
 
 
 def markdown(cells: dict[CellKey, Cell]) -> str:
-    lines = [
-        "| op | backend | KV | head_dim | planned | rows | failures | kernel | median latency |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    header = ["op", "backend", "KV", "head_dim", "planned", "rows", "failures", "kernel"]
+    header.append("median latency")
+    rows = []
     for (op, backend, kv, head), cell in sorted(cells.items()):
         failures = ", ".join(f"{k} {n}" for k, n in sorted(cell.failures.items())) or "-"
         kernels = ", ".join(f"`{k}`" for k in sorted(cell.kernels)) or "-"
         median = (
             f"{statistics.median(cell.latencies_ms) * 1e3:.1f} us" if cell.latencies_ms else "-"
         )
-        lines.append(
-            f"| {op} | {backend} | {kv} | {head} | {cell.planned} | {cell.rows} | {failures} | "
-            f"{kernels} | {median} |"
-        )
-    return "\n".join(lines)
+        rows.append((op, backend, kv, head, cell.planned, cell.rows, failures, kernels, median))
+    return markdown_table(header, rows)
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.common import markdown_table
 from bench.gpu.gap_cli import check_mode, gap_parser, variant_rows, write_rows
 from bench.vllm_reference import TABLES, case_key
 from collector.attn_backends import AUTO
@@ -109,13 +110,14 @@ def analyse(path: Path, reference_dir: Path, version: str) -> int:
     import pyarrow.parquet as pq
 
     table = reference_dir / TABLES["generation_attention"].format(v=version)
-    print("| backend | KV | variant | cases < 20 us | ours / table | table - ours (us) |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for g in gap_table(variant_rows(path), pq.read_table(table).to_pylist()):
-        print(
-            f"| {g['attn_backend']} | {g['kv_cache_dtype']} | {g['variant']} | {g['cases']} | "
-            f"{g['median_ratio']:.3f} | {g['median_gap_us']:+.2f} |"
-        )
+    header = ["backend", "KV", "variant", "cases < 20 us", "ours / table", "table - ours (us)"]
+    gaps = gap_table(variant_rows(path), pq.read_table(table).to_pylist())
+    rows = [
+        (g["attn_backend"], g["kv_cache_dtype"], g["variant"], g["cases"],
+         f"{g['median_ratio']:.3f}", f"{g['median_gap_us']:+.2f}")
+        for g in gaps
+    ]  # fmt: skip
+    print(markdown_table(header, rows))
     return 0
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.common import markdown_table
 from bench.gpu.gap_cli import check_mode, gap_parser, variant_rows, write_rows
 from bench.vllm_reference import TABLES, case_key
 from collector.backends.base import Prepared
@@ -160,13 +161,13 @@ def analyse(path: Path, reference_dir: Path, version: str) -> int:
     import pyarrow.parquet as pq
 
     table = pq.read_table(reference_dir / TABLES["gemm"].format(v=version)).to_pylist()
-    print("| dtype | variant | cases | ours / table | table - ours (us) |")
-    print("| --- | --- | --- | --- | --- |")
-    for g in gap_table(variant_rows(path), table):
-        print(
-            f"| {g['gemm_dtype']} | {g['variant']} | {g['cases']} | "
-            f"{g['median_ratio']:.3f} | {g['median_gap_us']:+.2f} |"
-        )
+    header = ["dtype", "variant", "cases", "ours / table", "table - ours (us)"]
+    rows = [
+        (g["gemm_dtype"], g["variant"], g["cases"],
+         f"{g['median_ratio']:.3f}", f"{g['median_gap_us']:+.2f}")
+        for g in gap_table(variant_rows(path), table)
+    ]  # fmt: skip
+    print(markdown_table(header, rows))
     return 0
 
 

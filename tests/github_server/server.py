@@ -30,6 +30,12 @@ SECONDARY_RATE_LIMIT = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
     "If you reach out to GitHub Support for help, please include the request ID."
 )
+RATE_LIMIT_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+
+
+def _in_state(query: dict[str, list[str]], state: str) -> bool:
+    """GitHub's `state` filter of a list: open ones unless it asks for closed or all."""
+    return query.get("state", ["open"])[0] in ("all", state)
 
 
 @dataclass(frozen=True)
@@ -66,10 +72,17 @@ class Fault:
     delay_after: float = 0.0
 
     @classmethod
+    def forbidden(
+        cls, method: str, path: str, message: str, times: int = 1, **headers: str
+    ) -> Fault:
+        """GitHub's 403: its message and a documentation link, and any `headers`."""
+        body = {"message": message, "documentation_url": RATE_LIMIT_DOCS}
+        return cls(method, path, status=403, body=body, headers=headers, times=times)
+
+    @classmethod
     def secondary_rate_limit(cls, method: str, path: str, times: int = 1) -> Fault:
         """GitHub's 403 with Retry-After: 1, as its secondary rate limit answers."""
-        body = {"message": "You have exceeded a secondary rate limit."}
-        return cls(method, path, status=403, body=body, headers={"Retry-After": "1"}, times=times)
+        return cls.forbidden(method, path, SECONDARY_RATE_LIMIT, times, **{"Retry-After": "1"})
 
     def matches(self, method: str, path: str) -> bool:
         return self.times > 0 and method == self.method and re.search(self.path, path) is not None
@@ -230,17 +243,14 @@ class GitHubServer:
         out["owner"]["login"] = owner
         return dict(out)
 
+    def _stamped(self, **fields: Any) -> dict[str, Any]:
+        """A new stored object: `fields`, created and last updated now."""
+        now = self.now()
+        return {**fields, "created_at": now, "updated_at": now}
+
     def _create_comment(self, number: int, body: str, user: User) -> dict[str, Any]:
         cid = next(self._ids)
-        now = self.now()
-        self.comments[cid] = {
-            "id": cid,
-            "issue": number,
-            "body": body,
-            "user": user,
-            "created_at": now,
-            "updated_at": now,
-        }
+        self.comments[cid] = self._stamped(id=cid, issue=number, body=body, user=user)
         return self.comments[cid]
 
     def comment_json(self, c: dict[str, Any]) -> dict[str, Any]:
@@ -262,19 +272,10 @@ class GitHubServer:
     def create_issue(self, title: str, body: str, user: User) -> dict[str, Any]:
         """A new issue, numbered after every pull request and issue (GitHub shares them)."""
         number = max([*self.pulls, *self.issues, 0]) + 1
-        now = self.now()
-        self.issues[number] = {
-            "number": number,
-            "title": title,
-            "body": body,
-            "state": "open",
-            "state_reason": None,
-            "user": user,
-            "labels": [],
-            "created_at": now,
-            "updated_at": now,
-            "closed_at": None,
-        }
+        self.issues[number] = self._stamped(
+            number=number, title=title, body=body, state="open", state_reason=None, user=user,
+            labels=[], closed_at=None,
+        )  # fmt: skip
         return self.issues[number]
 
     def issue_json(self, i: dict[str, Any]) -> dict[str, Any]:
@@ -466,7 +467,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _page(
         self, items: list[Any], query: dict[str, list[str]], path: str
-    ) -> tuple[list[Any], dict[str, str]]:
+    ) -> tuple[int, list[Any], dict[str, str]]:
+        """A 200 with the requested page of `items` and GitHub's Link header to the next."""
         per_page = min(100, int(query.get("per_page", ["30"])[0]))
         page = int(query.get("page", ["1"])[0])
         last = max(1, -(-len(items) // per_page))
@@ -479,7 +481,7 @@ class _Handler(BaseHTTPRequestHandler):
                 f'<{base}?{urllib.parse.urlencode({**keep, "page": page + 1})}>; rel="next"'
             )
             links.append(f'<{base}?{urllib.parse.urlencode({**keep, "page": last})}>; rel="last"')
-        return chunk, ({"Link": ", ".join(links)} if links else {})
+        return 200, chunk, ({"Link": ", ".join(links)} if links else {})
 
     def _dispatch(
         self, op_id: str, p: dict[str, str], query: dict[str, list[str]], body: Any, user: User
@@ -501,19 +503,16 @@ class _Handler(BaseHTTPRequestHandler):
                 for pr in gh.pulls.values()
                 if pr.head_sha == p["commit_sha"]
             ]
-            chunk, headers = self._page(items, query, path)
-            return 200, chunk, headers
+            return self._page(items, query, path)
         if op_id == "pulls/list":
-            state = query.get("state", ["open"])[0]
             head = query.get("head", [None])[0]
             items = [
                 gh._pull_simple_json(pr)
                 for pr in gh.pulls.values()
-                if state in ("all", pr.state)
+                if _in_state(query, pr.state)
                 and (head is None or head == f"{pr.head_repo.split('/')[0]}:{pr.head_ref}")
             ]
-            chunk, headers = self._page(items, query, path)
-            return 200, chunk, headers
+            return self._page(items, query, path)
         if op_id == "issues/list-events":
             number = int(p["issue_number"])
             if number not in gh.pulls:
@@ -534,19 +533,16 @@ class _Handler(BaseHTTPRequestHandler):
                     performed_via_github_app=None,
                 )
                 items.append(out)
-            chunk, headers = self._page(items, query, path)
-            return 200, chunk, headers
+            return self._page(items, query, path)
         if op_id == "issues/list-for-repo":
-            state = query.get("state", ["open"])[0]
             creator = query.get("creator", [None])[0]
             items = [
                 gh.issue_json(i)
                 for i in sorted(gh.issues.values(), key=lambda i: -i["number"])
-                if state in ("all", i["state"])
+                if _in_state(query, i["state"])
                 and (creator is None or i["user"].login.lower() == creator.lower())
             ]
-            chunk, headers = self._page(items, query, path)
-            return 200, chunk, headers
+            return self._page(items, query, path)
         if op_id == "issues/create":
             created = gh.create_issue(str(body["title"]), str(body.get("body") or ""), user)
             created["labels"] = [str(n) for n in body.get("labels") or []]
@@ -598,8 +594,7 @@ class _Handler(BaseHTTPRequestHandler):
             if number not in gh.pulls:
                 return self._not_found()
             items = [gh.comment_json(c) for c in gh.issue_comments(number)]
-            chunk, headers = self._page(items, query, path)
-            return 200, chunk, headers
+            return self._page(items, query, path)
         if op_id == "issues/create-comment":
             number = int(p["issue_number"])
             if number not in gh.pulls:
