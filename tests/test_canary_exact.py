@@ -15,14 +15,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bot.compare.comparison import Baseline, compare_runs
-from bot.demo import DEMO_FACTOR, DEMO_PROTOCOL, DEMO_SETTINGS, DEMO_SLOW, collect_alternating
+from bot.demo import DEMO_FACTOR, DEMO_PROTOCOL, DEMO_SLOW, collect_paired
 from collector import timing
 from collector.backends.base import Prepared
 from collector.canary import Canary
 from collector.caseplan import CaseSelector
 from collector.engine import CollectConfig, Collection
-from collector.record import read_record
 from collector.timing import Slowdown
 
 RUNS = 8
@@ -48,15 +46,7 @@ def test_the_canary_slows_its_cases_by_exactly_its_factor(tmp_path: Path) -> Non
 
     base = Collection(config("base", None))
     cand = Collection(config("cand", Canary(slow=only, factor=DEMO_FACTOR)))
-    collect_alternating(base, cand, RUNS, Console(quiet=True), "canary")
-    base.finish("complete")
-    cand.finish("complete")
-    result = compare_runs(
-        read_record(tmp_path / "base"),
-        read_record(tmp_path / "cand"),
-        DEMO_SETTINGS,
-        Baseline(kind="explicit-run", paired=True),
-    )
+    result = collect_paired(base, cand, RUNS, Console(quiet=True), "canary")
     cases = result.data["latency"]["cases"]
     assert len(cases) == len(base.plan.cases) >= 2
     for case in cases:
