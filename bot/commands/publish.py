@@ -10,17 +10,9 @@ from typing import Annotated, Any
 
 import typer
 
-from bot.commands.github_options import (
-    ApiUrl,
-    AppId,
-    AppKey,
-    BotLogin,
-    InstallationId,
-    Retries,
-    Timeout,
-    Token,
-)
+from bot.commands.github_options import GitHubOptions, api_errors
 from bot.errors import one_line_errors
+from bot.options import option_group
 from collector import jsonfile
 from collector.errors import UserError
 
@@ -37,6 +29,7 @@ def _load_plan(path: Path) -> dict[str, Any]:
 
 
 @one_line_errors
+@option_group(GitHubOptions, "github")
 def publish(
     comment: Annotated[
         Path | None,
@@ -89,14 +82,7 @@ def publish(
     report: Annotated[
         Path | None, typer.Option(help="Write what was done as JSON to this file.")
     ] = None,
-    api_url: ApiUrl = None,
-    token: Token = None,
-    app_id: AppId = None,
-    app_private_key_file: AppKey = None,
-    installation_id: InstallationId = None,
-    timeout: Timeout = 15.0,
-    retries: Retries = 8,
-    bot_login: BotLogin = None,
+    github: GitHubOptions = GitHubOptions(),
     store: Annotated[
         str | None,
         typer.Option(
@@ -121,8 +107,6 @@ def publish(
     never overwrites a newer one; concurrent publishers converge on one comment. Fails with
     one line (the rendered comment stays on disk) when GitHub refuses a write.
     """
-    from bot.github.api import RepoApi
-    from bot.github.client import config_from_env, connect
     from bot.github.publish import (
         PublishOptions,
         raise_for_errors,
@@ -150,14 +134,7 @@ def publish(
             details_url=details_url,
             summary=summary,
             report=report,
-            api_url=api_url,
-            token=token,
-            app_id=app_id,
-            app_private_key_file=app_private_key_file,
-            installation_id=installation_id,
-            timeout=timeout,
-            retries=retries,
-            bot_login=bot_login,
+            github=github,
             store=store or None,
             site_url=site_url or None,
         )
@@ -184,22 +161,9 @@ def publish(
     labels = list(remove_label or [])
     if plan_data and not keep_label and not labels and plan_data.get("label"):
         labels = [str(plan_data["label"])]
-    cfg = config_from_env(
-        api_url,
-        token,
-        app_id,
-        app_private_key_file,
-        installation_id,
-        timeout=timeout,
-        retries=retries,
-    )
-    from github import GithubException
-    from requests import RequestException
-
-    from bot.github.publish import describe_api_error
-
-    api = RepoApi(connect(cfg, repo_name), repo_name)
-    try:
+    api = github.repo_api(repo_name)
+    reading = f"reading the pull request on {repo_name}"
+    with api_errors(reading, then=f"; the rendered comment is at {comment}"):
         if run_event is not None:
             from bot.github.approval import check_approval
             from bot.github.deliver import the_pull_of_run
@@ -210,11 +174,6 @@ def publish(
         else:
             number = pr if pr is not None else int((plan_data or {})["pr"])
             target = api.pull(number)
-    except (GithubException, RequestException) as exc:
-        raise UserError(
-            f"GitHub API failed while reading the pull request on {repo_name}: "
-            f"{describe_api_error(exc)}; the rendered comment is at {comment}"
-        ) from None
     from bot.github.publish import check_marker_head
 
     expected = (run_event.head_sha if run_event else None) or (plan_data or {}).get("head_sha")
@@ -222,7 +181,7 @@ def publish(
     opts = PublishOptions(
         check=check,
         remove_labels=labels,
-        bot_login=bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None,
+        bot_login=github.login(),
         details_url=details_url,
         summary_path=summary or summary_path_from_env(),
     )
@@ -256,22 +215,16 @@ def _publish_result(
     summary: Path | None,
     report: Path | None,
     store: str | None,
+    github: GitHubOptions,
     site_url: str | None = None,
-    **conn: Any,
 ) -> None:
     """The trusted side of the fork-safe split: verify, bind, render, publish."""
     import tempfile
 
-    from github import GithubException
-    from requests import RequestException
-
-    from bot.github.api import RepoApi
-    from bot.github.client import config_from_env, connect
     from bot.github.deliver import deliver
     from bot.github.events import load_payload, parse_workflow_run_event
     from bot.github.publish import (
         PublishOptions,
-        describe_api_error,
         raise_for_errors,
         summary_path_from_env,
     )
@@ -285,20 +238,11 @@ def _publish_result(
         )
         return
     loaded = load_result(path)
-    bot_login = conn.pop("bot_login")
-    cfg = config_from_env(
-        conn.pop("api_url"),
-        conn.pop("token"),
-        conn.pop("app_id"),
-        conn.pop("app_private_key_file"),
-        conn.pop("installation_id"),
-        **conn,
-    )
-    api = RepoApi(connect(cfg, run_event.repo), run_event.repo)
+    api = github.repo_api(run_event.repo)
     opts = PublishOptions(
         check=check,
         remove_labels=remove_label,
-        bot_login=bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None,
+        bot_login=github.login(),
         details_url=details_url,
         summary_path=summary or summary_path_from_env(),
         store=store,
@@ -307,12 +251,8 @@ def _publish_result(
     url = run_event.html_url if run_event.html_url.startswith("https://") else None
     # The rendered comment stays on disk (its path is in any error), as with COMMENT.
     workdir = Path(tempfile.mkdtemp(prefix="collectbot-publish-"))
-    try:
+    with api_errors(f"publishing {path}"):
         done = deliver(api, run_event, loaded, opts, workdir, url)
-    except (GithubException, RequestException) as exc:
-        raise UserError(
-            f"GitHub API failed while publishing {path}: {describe_api_error(exc)}"
-        ) from None
     if report is not None:
         from dataclasses import asdict
 
