@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bot.commands.trust_option import TrustOpt
+from bot.commands.options import CanaryFactor, CaseFilter, CaseLimit, CaseSet, TrustOpt
 from bot.errors import one_line_errors
 from bot.images.sandbox import Limits
 from bot.options import settings_options
@@ -65,21 +65,12 @@ def collect(
     cases: Annotated[
         Path | None, typer.Option("--cases", help="Case file (YAML); default: the built-in cases.")
     ] = None,
-    case_set: Annotated[
-        str, typer.Option(help="Named case set inside the case files.")
-    ] = "default",
+    case_set: CaseSet = "default",
     smoke: Annotated[
         bool, typer.Option(help="Shortcut for --case-set smoke: a quick check.")
     ] = False,
-    case_filter: Annotated[
-        str | None,
-        typer.Option(
-            help="Keep cases matching field=value[,field=value][;...]; values may list a|b."
-        ),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="Keep only the first N cases of the plan.")
-    ] = None,
+    case_filter: CaseFilter = None,
+    limit: CaseLimit = None,
     shard: Annotated[
         str | None,
         typer.Option(help="Take shard i of n (i/n, 1-based), deterministic by case key."),
@@ -109,7 +100,7 @@ def collect(
         str | None,
         typer.Option(help="Canary: slow the cases this selector matches (field=value,...)."),
     ] = None,
-    canary_factor: Annotated[float, typer.Option(min=1.0, help="Canary: slowdown factor.")] = 1.5,
+    canary_factor: CanaryFactor = 1.5,
     canary_fail: Annotated[
         str | None, typer.Option(help="Canary: make the cases this selector matches raise.")
     ] = None,

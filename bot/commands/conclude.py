@@ -7,14 +7,15 @@ from typing import Annotated
 
 import typer
 
-from bot.commands.github_options import RunAttempt, RunId
-from bot.commands.result import env_int
+from bot.commands.options import PlanFile, WorkflowRun
 from bot.errors import one_line_errors
+from bot.options import option_group
 
 
 @one_line_errors
+@option_group(WorkflowRun, "workflow_run")
 def conclude(
-    plan: Annotated[Path, typer.Option(help="plan.json from `collectbot plan`.")],
+    plan: PlanFile,
     out: Annotated[Path, typer.Option("--out", help="Directory to write (new or empty).")],
     shards_dir: Annotated[
         Path | None,
@@ -41,8 +42,7 @@ def conclude(
         Path | None,
         typer.Option(help="A paired campaign directory (collectbot campaign --out) instead."),
     ] = None,
-    run_id: RunId = None,
-    run_attempt: RunAttempt = None,
+    workflow_run: WorkflowRun = WorkflowRun(),
     artifacts_url: Annotated[
         str | None, typer.Option(help="Link to the run's artifacts, for the comment.")
     ] = None,
@@ -90,10 +90,8 @@ def conclude(
             store=store or None,
             baseline_ref=baseline_ref or None,
             campaign=campaign,
-            workflow_run_id=run_id if run_id is not None else env_int("GITHUB_RUN_ID", 0),
-            run_attempt=run_attempt
-            if run_attempt is not None
-            else env_int("GITHUB_RUN_ATTEMPT", 1),
+            workflow_run_id=workflow_run.id,
+            run_attempt=workflow_run.attempt,
             artifacts_url=artifacts_url,
             site_url=site_url or None,
             log=log,

@@ -51,11 +51,6 @@ BotLogin = Annotated[
         "github-actions[bot]); $COLLECTBOT_BOT_LOGIN."
     ),
 ]
-# The workflow run a command reports on (Actions sets both variables).
-RunId = Annotated[int | None, typer.Option(help="The workflow run id (default $GITHUB_RUN_ID).")]
-RunAttempt = Annotated[
-    int | None, typer.Option(help="The run attempt (default $GITHUB_RUN_ATTEMPT).")
-]
 
 
 @dataclass(frozen=True)

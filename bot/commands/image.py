@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bot.commands.trust_option import TrustOpt
+from bot.commands.options import TrustOpt
 from bot.errors import one_line_errors
 from collector.errors import UserError
 
