@@ -13,6 +13,7 @@ from bot.errors import one_line_errors
 from collector.errors import UserError
 
 image_app = typer.Typer(
+    name="image",
     help=(
         "Build, reuse and verify the collector image pinned by images/manifest.yaml: a "
         "content-hash tag over everything that goes into it, and proof of what is inside."

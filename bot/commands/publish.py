@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +15,9 @@ from bot.errors import one_line_errors
 from bot.options import option_group
 from collector import jsonfile
 from collector.errors import UserError
+
+if TYPE_CHECKING:
+    from bot.github.publish import PublishOptions
 
 CHECK_KINDS = ("status", "check-run", "none")
 
@@ -119,24 +122,22 @@ def publish(
 
     if check not in CHECK_KINDS:
         raise UserError(f"--check: unknown value {check!r}; use one of {', '.join(CHECK_KINDS)}")
+    opts = PublishOptions(
+        check=check,
+        remove_labels=list(remove_label or []),
+        bot_login=github.login(),
+        details_url=details_url,
+        summary_path=summary or summary_path_from_env(),
+    )
     if result_dir is not None:
         from bot.render.comment import check_site_url
 
         check_site_url(site_url or None)
         if comment is not None or pr is not None or plan_file is not None or event is None:
             raise UserError("--result goes with --event only (no COMMENT, --pr or --plan)")
+        opts.store, opts.site_url = store or None, site_url or None
         _publish_result(
-            result_dir,
-            event,
-            if_present=if_present,
-            check=check,
-            remove_label=remove_label or [],
-            details_url=details_url,
-            summary=summary,
-            report=report,
-            github=github,
-            store=store or None,
-            site_url=site_url or None,
+            result_dir, event, opts, if_present=if_present, report=report, github=github
         )
         return
     if comment is None:
@@ -158,9 +159,9 @@ def publish(
     )
     if not repo_name or "/" not in repo_name:
         raise UserError("--repo: give owner/name (or set $GITHUB_REPOSITORY)")
-    labels = list(remove_label or [])
+    labels = opts.remove_labels
     if plan_data and not keep_label and not labels and plan_data.get("label"):
-        labels = [str(plan_data["label"])]
+        labels = opts.remove_labels = [str(plan_data["label"])]
     api = github.repo_api(repo_name)
     reading = f"reading the pull request on {repo_name}"
     with api_errors(reading, then=f"; the rendered comment is at {comment}"):
@@ -178,13 +179,6 @@ def publish(
 
     expected = (run_event.head_sha if run_event else None) or (plan_data or {}).get("head_sha")
     check_marker_head(rendered, expected, comment)
-    opts = PublishOptions(
-        check=check,
-        remove_labels=labels,
-        bot_login=github.login(),
-        details_url=details_url,
-        summary_path=summary or summary_path_from_env(),
-    )
     result = do_publish(api, target, rendered, opts)
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
@@ -207,27 +201,18 @@ def publish(
 def _publish_result(
     path: Path,
     event_path: Path,
+    opts: PublishOptions,
     *,
     if_present: bool,
-    check: str,
-    remove_label: list[str],
-    details_url: str | None,
-    summary: Path | None,
     report: Path | None,
-    store: str | None,
     github: GitHubOptions,
-    site_url: str | None = None,
 ) -> None:
     """The trusted side of the fork-safe split: verify, bind, render, publish."""
     import tempfile
 
     from bot.github.deliver import deliver
     from bot.github.events import load_payload, parse_workflow_run_event
-    from bot.github.publish import (
-        PublishOptions,
-        raise_for_errors,
-        summary_path_from_env,
-    )
+    from bot.github.publish import raise_for_errors
     from bot.result_bundle import BUNDLE_JSON, load_result
 
     run_event = parse_workflow_run_event(load_payload(event_path), str(event_path))
@@ -239,15 +224,6 @@ def _publish_result(
         return
     loaded = load_result(path)
     api = github.repo_api(run_event.repo)
-    opts = PublishOptions(
-        check=check,
-        remove_labels=remove_label,
-        bot_login=github.login(),
-        details_url=details_url,
-        summary_path=summary or summary_path_from_env(),
-        store=store,
-        site_url=site_url,
-    )
     url = run_event.html_url if run_event.html_url.startswith("https://") else None
     # The rendered comment stays on disk (its path is in any error), as with COMMENT.
     workdir = Path(tempfile.mkdtemp(prefix="collectbot-publish-"))

@@ -13,6 +13,7 @@ from bot.errors import one_line_errors
 from bot.options import option_group
 
 result_app = typer.Typer(
+    name="result",
     help="The result bundle: what an untrusted collection job hands to the trusted publisher "
     "(data only, checksummed; the publisher renders the comment itself).",
     no_args_is_help=True,

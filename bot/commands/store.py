@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from bot.store import RunStore
 
 store_app = typer.Typer(
+    name="store",
     help="Keep run records in a run store (a directory or an fsspec URL such as "
     "s3://bucket/prefix), keyed by backend, framework version, GPU and ops.",
     no_args_is_help=True,
