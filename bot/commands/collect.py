@@ -9,13 +9,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bot.commands.options import CanaryFactor, CaseFilter, CaseLimit, CaseSet, TrustOpt
+from bot.commands.options import (
+    CanaryOptions,
+    CaseFilter,
+    CaseLimit,
+    CaseSet,
+    TrustOpt,
+    selector,
+)
 from bot.errors import one_line_errors
 from bot.images.sandbox import Limits
-from bot.options import settings_options
+from bot.options import option_group, settings_options
 from collector import jsonfile
 from collector.attn_backends import Dispatch
-from collector.caseplan import CaseSelector
 from collector.errors import UserError
 from collector.timing import Protocol
 
@@ -38,11 +44,8 @@ def _ops(value: str) -> tuple[str, ...]:
     return ops
 
 
-def _selector(text: str | None, option: str) -> CaseSelector | None:
-    return CaseSelector.parse(text, option=option) if text else None
-
-
 @one_line_errors
+@option_group(CanaryOptions, "canaries")
 @settings_options(Protocol, "protocol")
 @settings_options(Limits, "limits", ("memory", "cpus", "shm_size"))
 @settings_options(Dispatch, "dispatch")
@@ -96,24 +99,7 @@ def collect(
     case_timeout: Annotated[
         float, typer.Option(min=1.0, help="Watchdog: seconds one run of one case may take.")
     ] = 600.0,
-    canary_slow: Annotated[
-        str | None,
-        typer.Option(help="Canary: slow the cases this selector matches (field=value,...)."),
-    ] = None,
-    canary_factor: CanaryFactor = 1.5,
-    canary_fail: Annotated[
-        str | None, typer.Option(help="Canary: make the cases this selector matches raise.")
-    ] = None,
-    canary_cuda_fatal: Annotated[
-        str | None,
-        typer.Option(help="Canary: make these cases raise a CUDA-fatal error (worker replaced)."),
-    ] = None,
-    canary_hang: Annotated[
-        str | None, typer.Option(help="Canary: make these cases hang (the watchdog kills them).")
-    ] = None,
-    canary_crash: Annotated[
-        str | None, typer.Option(help="Canary: make these cases segfault their worker.")
-    ] = None,
+    canaries: CanaryOptions = CanaryOptions(),
     resume: Annotated[
         bool, typer.Option(help="Continue a partial run from its checkpoint.")
     ] = False,
@@ -156,7 +142,6 @@ def collect(
 
     from bot.collect_command import collect_command
     from collector.backends import check_backend_name, preflight
-    from collector.canary import Canary
     from collector.caseplan import parse_shard
     from collector.engine import CollectConfig, run_collection
     from collector.versions import EXPECTED_VERSION_ENV
@@ -173,16 +158,7 @@ def collect(
         preflight(backend)
     if cases is not None and not cases.is_file():
         raise UserError(f"{cases}: case file not found")
-    canary = None
-    if any((canary_slow, canary_fail, canary_cuda_fatal, canary_hang, canary_crash)):
-        canary = Canary(
-            slow=_selector(canary_slow, "--canary-slow"),
-            factor=canary_factor,
-            fail=_selector(canary_fail, "--canary-fail"),
-            cuda_fatal=_selector(canary_cuda_fatal, "--canary-cuda-fatal"),
-            hang=_selector(canary_hang, "--canary-hang"),
-            crash=_selector(canary_crash, "--canary-crash"),
-        )
+    canary = canaries.canary()
     cfg = CollectConfig(
         out=out or Path("."),
         backend=backend,
@@ -190,7 +166,7 @@ def collect(
         device=device,
         case_file=cases,
         case_set="smoke" if smoke else case_set,
-        case_filter=_selector(case_filter, "--case-filter"),
+        case_filter=selector(case_filter, "--case-filter"),
         limit=limit,
         shard=parse_shard(shard) if shard else None,
         rules_file=rules,

@@ -7,12 +7,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bot.images.trust import TRUST_ENV
 from collector.errors import UserError
+
+if TYPE_CHECKING:
+    from collector.canary import Canary
+    from collector.caseplan import CaseSelector
 
 # The `--trust` of `image ensure|build`, `collect` and `campaign` (bot/images/trust.py).
 TrustOpt = Annotated[
@@ -46,6 +50,56 @@ CaseLimit = Annotated[
     int | None, typer.Option(min=1, help="Keep only the first N cases of the plan.")
 ]
 CanaryFactor = Annotated[float, typer.Option(min=1.0, help="Canary: slowdown factor.")]
+
+
+def selector(text: str | None, option: str) -> CaseSelector | None:
+    """The case selector `text` (field=value,...) given to `option`, or None when not given."""
+    from collector.caseplan import CaseSelector
+
+    return CaseSelector.parse(text, option=option) if text else None
+
+
+@dataclass(frozen=True)
+class CanaryOptions:
+    """`collect`'s canaries: cases slowed, failed, crashed or hung on purpose, so that a test
+    or a maintainer can see the comparison catch them (collector/canary.py)."""
+
+    canary_slow: Annotated[
+        str | None,
+        typer.Option(help="Canary: slow the cases this selector matches (field=value,...)."),
+    ] = None
+    canary_factor: CanaryFactor = 1.5
+    canary_fail: Annotated[
+        str | None, typer.Option(help="Canary: make the cases this selector matches raise.")
+    ] = None
+    canary_cuda_fatal: Annotated[
+        str | None,
+        typer.Option(help="Canary: make these cases raise a CUDA-fatal error (worker replaced)."),
+    ] = None
+    canary_hang: Annotated[
+        str | None, typer.Option(help="Canary: make these cases hang (the watchdog kills them).")
+    ] = None
+    canary_crash: Annotated[
+        str | None, typer.Option(help="Canary: make these cases segfault their worker.")
+    ] = None
+
+    def canary(self) -> Canary | None:
+        """The canary these options ask for; None when they name no case."""
+        from collector.canary import Canary
+
+        chosen = (self.canary_slow, self.canary_fail, self.canary_cuda_fatal, self.canary_hang)
+        if not any((*chosen, self.canary_crash)):
+            return None
+        return Canary(
+            slow=selector(self.canary_slow, "--canary-slow"),
+            factor=self.canary_factor,
+            fail=selector(self.canary_fail, "--canary-fail"),
+            cuda_fatal=selector(self.canary_cuda_fatal, "--canary-cuda-fatal"),
+            hang=selector(self.canary_hang, "--canary-hang"),
+            crash=selector(self.canary_crash, "--canary-crash"),
+        )
+
+
 # The workflow run a command reports on (Actions sets both variables).
 RunId = Annotated[int | None, typer.Option(help="The workflow run id (default $GITHUB_RUN_ID).")]
 RunAttempt = Annotated[
