@@ -1,13 +1,14 @@
 """The options that several commands take, each declared once: its name, type, help text
 and environment variable. A command names the alias (`trust: TrustOpt = "untrusted"`);
-a set that travels together is an option group (`bot/options.py`, `option_group`)."""
+a set that travels together is an option group (`bot/options.py`, `option_group`), a
+dataclass here that also turns its options into what the command hands on."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -133,3 +134,54 @@ def env_int(name: str, default: int) -> int:
     if not value.isdigit():
         raise UserError(f"${name}: {value!r} is not a number")
     return int(value)
+
+
+@dataclass(frozen=True)
+class CommentLinks:
+    """What the comment links to, and the head its hidden marker names (RenderOptions)."""
+
+    head_sha: Annotated[str | None, typer.Option(help="PR head SHA for the hidden marker.")] = None
+    artifacts_url: Annotated[str | None, typer.Option(help="Link to the full artifacts.")] = None
+    report_url: Annotated[
+        str | None,
+        typer.Option(help="Link to the HTML report (https URL, or a file name beside OUT)."),
+    ] = None
+    site_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Where the store's `collectbot site` is served (https): the trends link to "
+            "each case's page."
+        ),
+    ] = None
+
+
+@dataclass(frozen=True)
+class RunAlone:
+    """`render --run`: what failed, and the marker's fields when the run left no record."""
+
+    stage: Annotated[
+        str | None, typer.Option(help="--run: the stage that failed (image, collect, compare...).")
+    ] = None
+    error: Annotated[
+        str | None, typer.Option(help="--run: what failed, in words (shown as a code block).")
+    ] = None
+    log: Annotated[
+        Path | None, typer.Option(help="--run: a log file whose last lines the comment shows.")
+    ] = None
+    backend: Annotated[
+        str | None, typer.Option(help="--run: backend for the marker when the run left no record.")
+    ] = None
+    gpu: Annotated[
+        str | None, typer.Option(help="--run: GPU name for the marker when the run left no record.")
+    ] = None
+    run_id: Annotated[
+        str | None, typer.Option(help="--run: run id for the marker when the run left no record.")
+    ] = None
+    started_at: Annotated[
+        str | None,
+        typer.Option(help="--run: ISO start time for the marker when the run left no record."),
+    ] = None
+
+    def marker(self) -> dict[str, Any]:
+        """The marker's fields (RenderOptions) these options give."""
+        return {k: v for k, v in asdict(self).items() if k not in ("stage", "error", "log")}
