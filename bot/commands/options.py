@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from bot.compare.history_verdict import HISTORY_RUNS
 from bot.images.trust import TRUST_ENV
 from collector.errors import UserError
 
 if TYPE_CHECKING:
     from collector.canary import Canary
     from collector.caseplan import CaseSelector
+    from collector.record import RunRecord
 
 # The `--trust` of `image ensure|build`, `collect` and `campaign` (bot/images/trust.py).
 TrustOpt = Annotated[
@@ -185,3 +187,52 @@ class RunAlone:
     def marker(self) -> dict[str, Any]:
         """The marker's fields (RenderOptions) these options give."""
         return {k: v for k, v in asdict(self).items() if k not in ("stage", "error", "log")}
+
+
+@dataclass(frozen=True)
+class ConfirmRuns:
+    """`compare`'s re-measurement of the flagged cases, one run record per side."""
+
+    confirm_base: Annotated[
+        Path | None,
+        typer.Option(help="Re-measurement of the flagged cases, baseline side (a run record)."),
+    ] = None
+    confirm_cand: Annotated[
+        Path | None,
+        typer.Option(help="Re-measurement of the flagged cases, candidate side (a run record)."),
+    ] = None
+
+    def records(self) -> tuple[RunRecord, RunRecord] | None:
+        """Both sides' records, or None when no confirmation was given (never only one)."""
+        from collector.record import read_record
+
+        if (self.confirm_base is None) != (self.confirm_cand is None):
+            raise UserError("--confirm-base and --confirm-cand go together")
+        if self.confirm_base is None or self.confirm_cand is None:
+            return None
+        return read_record(self.confirm_base), read_record(self.confirm_cand)
+
+
+@dataclass(frozen=True)
+class StoreBaseline:
+    """`compare --baseline-from-store`: the baseline (and its history) read from a run store."""
+
+    baseline_from_store: Annotated[
+        str | None,
+        typer.Option(
+            help="Take the baseline from this run store (a directory or fsspec URL): the "
+            "latest complete run of the candidate's backend, version, GPU and ops."
+        ),
+    ] = None
+    baseline_ref: Annotated[
+        str | None,
+        typer.Option(help="With --baseline-from-store: only runs stored under this ref label."),
+    ] = None
+    history_runs: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="With --baseline-from-store: read the last N stored baselines too, for each "
+            "changed case's range over them (annotates; never changes a verdict). 0: none.",
+        ),
+    ] = HISTORY_RUNS
