@@ -17,6 +17,7 @@ from bot.images.trust import TRUST_ENV
 from collector.errors import UserError
 
 if TYPE_CHECKING:
+    from bot.github.publish import PublishOptions
     from collector.canary import Canary
     from collector.caseplan import CaseSelector
     from collector.record import RunRecord
@@ -236,3 +237,107 @@ class StoreBaseline:
             "changed case's range over them (annotates; never changes a verdict). 0: none.",
         ),
     ] = HISTORY_RUNS
+
+
+@dataclass(frozen=True)
+class WebhookEvent:
+    """`plan`'s event: a webhook payload and its name, by default the ones Actions gives."""
+
+    event: Annotated[
+        Path | None,
+        typer.Option(help="Webhook payload (JSON); default $GITHUB_EVENT_PATH."),
+    ] = None
+    event_name: Annotated[
+        str | None,
+        typer.Option(
+            help="Event name; default $GITHUB_EVENT_NAME, else inferred from the payload."
+        ),
+    ] = None
+
+    def load(self) -> tuple[Path, dict[str, Any], str]:
+        """The payload's path, the payload and the event's name."""
+        from bot.github.events import infer_event_name, load_payload
+
+        path = self.event
+        if path is None and os.environ.get("GITHUB_EVENT_PATH"):
+            path = Path(os.environ["GITHUB_EVENT_PATH"])
+        if path is None:
+            raise UserError("--event: no payload given and $GITHUB_EVENT_PATH is not set")
+        payload = load_payload(path)
+        name = self.event_name or os.environ.get("GITHUB_EVENT_NAME") or infer_event_name(payload)
+        return path, payload, name
+
+
+CHECK_KINDS = ("status", "check-run", "none")
+
+
+@dataclass(frozen=True)
+class VerdictOptions:
+    """`publish`: where the verdict goes besides the comment (a status or check run, the job
+    summary) and which labels come off the pull request."""
+
+    check: Annotated[
+        str, typer.Option(help="Verdict as a commit `status`, a `check-run`, or `none`.")
+    ] = "status"
+    remove_label: Annotated[
+        list[str] | None,
+        typer.Option(help="Label to remove when the run ends (repeatable); default: the plan's."),
+    ] = None
+    keep_label: Annotated[bool, typer.Option(help="Keep the plan's trigger label on the PR.")] = (
+        False
+    )
+    details_url: Annotated[
+        str | None, typer.Option(help="Link for the status/check (default: artifacts, comment).")
+    ] = None
+    summary: Annotated[
+        Path | None,
+        typer.Option(help="Append the comment to this job summary; default $GITHUB_STEP_SUMMARY."),
+    ] = None
+
+    def publish_options(self, bot_login: str | None) -> PublishOptions:
+        """These options checked, as bot/github/publish.py takes them."""
+        from bot.github.publish import PublishOptions, summary_path_from_env
+
+        if self.check not in CHECK_KINDS:
+            kinds = ", ".join(CHECK_KINDS)
+            raise UserError(f"--check: unknown value {self.check!r}; use one of {kinds}")
+        return PublishOptions(
+            check=self.check,
+            remove_labels=list(self.remove_label or []),
+            bot_login=bot_login,
+            details_url=self.details_url,
+            summary_path=self.summary or summary_path_from_env(),
+        )
+
+
+@dataclass(frozen=True)
+class PullOptions:
+    """`publish COMMENT`: the pull request the comment goes to, named by exactly one of --pr,
+    --plan (plan.json) and --event (a workflow_run payload)."""
+
+    repo: Annotated[
+        str | None,
+        typer.Option(help="owner/name; default from --plan/--event or $GITHUB_REPOSITORY."),
+    ] = None
+    pr: Annotated[int | None, typer.Option(min=1, help="Pull request number.")] = None
+    plan_file: Annotated[
+        Path | None,
+        typer.Option("--plan", help="plan.json from `collectbot plan`: PR, repo, trigger label."),
+    ] = None
+    event: Annotated[
+        Path | None,
+        typer.Option(
+            help="A workflow_run payload: the PR is resolved from its head SHA (fork-safe)."
+        ),
+    ] = None
+
+    def check_one(self) -> None:
+        if sum(x is not None for x in (self.pr, self.plan_file, self.event)) != 1:
+            raise UserError("give exactly one of --pr, --plan and --event to name the pull request")
+
+    def repo_name(self, plan_repo: str | None, event_repo: str | None) -> str:
+        """--repo, else the plan's or the event's repository, else $GITHUB_REPOSITORY."""
+        name = self.repo or plan_repo or event_repo or os.environ.get("GITHUB_REPOSITORY")
+        if not name or "/" not in name:
+            raise UserError("--repo: give owner/name (or set $GITHUB_REPOSITORY)")
+        return name

@@ -11,9 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from bot.commands.github_options import GitHubOptions, api_errors
+from bot.commands.options import WebhookEvent
 from bot.errors import one_line_errors
 from bot.options import option_group
-from collector.errors import UserError
 
 
 def write_github_output(path: Path, plan: dict[str, Any]) -> None:
@@ -48,17 +48,9 @@ def _one_line(value: str) -> str:
 
 @one_line_errors
 @option_group(GitHubOptions, "github")
+@option_group(WebhookEvent, "webhook")
 def plan(
-    event: Annotated[
-        Path | None,
-        typer.Option(help="Webhook payload (JSON); default $GITHUB_EVENT_PATH."),
-    ] = None,
-    event_name: Annotated[
-        str | None,
-        typer.Option(
-            help="Event name; default $GITHUB_EVENT_NAME, else inferred from the payload."
-        ),
-    ] = None,
+    webhook: WebhookEvent = WebhookEvent(),
     out: Annotated[Path, typer.Option("--out", help="Where to write the decision as JSON.")] = Path(
         "plan.json"
     ),
@@ -100,22 +92,11 @@ def plan(
     $GITHUB_OUTPUT; prints the human reason. Exit 0 whether or not it triggers.
     """
     from bot.ci_config import load_ci_config
-    from bot.github.events import (
-        PR_EVENTS,
-        infer_event_name,
-        load_payload,
-        parse_pull_request_event,
-    )
+    from bot.github.events import PR_EVENTS, parse_pull_request_event
     from bot.github.labels import default_vocabulary
     from bot.github.plan import Plan, decide_dispatch, decide_event, decide_with_facts
 
-    path = event or (
-        Path(os.environ["GITHUB_EVENT_PATH"]) if os.environ.get("GITHUB_EVENT_PATH") else None
-    )
-    if path is None:
-        raise UserError("--event: no payload given and $GITHUB_EVENT_PATH is not set")
-    payload = load_payload(path)
-    name = event_name or os.environ.get("GITHUB_EVENT_NAME") or infer_event_name(payload)
+    path, payload, name = webhook.load()
     known_backends, known_ops = default_vocabulary()
     if backends:
         known_backends = tuple(b.strip().lower() for b in backends.split(",") if b.strip())

@@ -4,13 +4,13 @@ summary and the trigger label, from a rendered comment on disk."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bot.commands.github_options import GitHubOptions, api_errors
+from bot.commands.options import PullOptions, VerdictOptions
 from bot.errors import one_line_errors
 from bot.options import option_group
 from collector import jsonfile
@@ -18,8 +18,6 @@ from collector.errors import UserError
 
 if TYPE_CHECKING:
     from bot.github.publish import PublishOptions
-
-CHECK_KINDS = ("status", "check-run", "none")
 
 
 def _load_plan(path: Path) -> dict[str, Any]:
@@ -33,26 +31,14 @@ def _load_plan(path: Path) -> dict[str, Any]:
 
 @one_line_errors
 @option_group(GitHubOptions, "github")
+@option_group(VerdictOptions, "verdict")
+@option_group(PullOptions, "pull")
 def publish(
     comment: Annotated[
         Path | None,
         typer.Argument(help="Rendered comment (collectbot render --out); sidecar beside it."),
     ] = None,
-    repo: Annotated[
-        str | None,
-        typer.Option(help="owner/name; default from --plan/--event or $GITHUB_REPOSITORY."),
-    ] = None,
-    pr: Annotated[int | None, typer.Option(min=1, help="Pull request number.")] = None,
-    plan_file: Annotated[
-        Path | None,
-        typer.Option("--plan", help="plan.json from `collectbot plan`: PR, repo, trigger label."),
-    ] = None,
-    event: Annotated[
-        Path | None,
-        typer.Option(
-            help="A workflow_run payload: the PR is resolved from its head SHA (fork-safe)."
-        ),
-    ] = None,
+    pull: PullOptions = PullOptions(),
     result_dir: Annotated[
         Path | None,
         typer.Option(
@@ -65,23 +51,7 @@ def publish(
         bool,
         typer.Option(help="With --result: exit 0 with a note when the run left no result."),
     ] = False,
-    check: Annotated[
-        str, typer.Option(help="Verdict as a commit `status`, a `check-run`, or `none`.")
-    ] = "status",
-    remove_label: Annotated[
-        list[str] | None,
-        typer.Option(help="Label to remove when the run ends (repeatable); default: the plan's."),
-    ] = None,
-    keep_label: Annotated[
-        bool, typer.Option(help="Keep the plan's trigger label on the PR.")
-    ] = False,
-    details_url: Annotated[
-        str | None, typer.Option(help="Link for the status/check (default: artifacts, comment).")
-    ] = None,
-    summary: Annotated[
-        Path | None,
-        typer.Option(help="Append the comment to this job summary; default $GITHUB_STEP_SUMMARY."),
-    ] = None,
+    verdict: VerdictOptions = VerdictOptions(),
     report: Annotated[
         Path | None, typer.Option(help="Write what was done as JSON to this file.")
     ] = None,
@@ -111,56 +81,40 @@ def publish(
     one line (the rendered comment stays on disk) when GitHub refuses a write.
     """
     from bot.github.publish import (
-        PublishOptions,
-        raise_for_errors,
-        summary_path_from_env,
+        publish as do_publish,
     )
     from bot.github.publish import (
-        publish as do_publish,
+        raise_for_errors,
     )
     from bot.render.rendered import load_rendered
 
-    if check not in CHECK_KINDS:
-        raise UserError(f"--check: unknown value {check!r}; use one of {', '.join(CHECK_KINDS)}")
-    opts = PublishOptions(
-        check=check,
-        remove_labels=list(remove_label or []),
-        bot_login=github.login(),
-        details_url=details_url,
-        summary_path=summary or summary_path_from_env(),
-    )
+    opts = verdict.publish_options(github.login())
     if result_dir is not None:
         from bot.render.comment import check_site_url
 
         check_site_url(site_url or None)
-        if comment is not None or pr is not None or plan_file is not None or event is None:
+        given = (comment, pull.pr, pull.plan_file)
+        if any(x is not None for x in given) or pull.event is None:
             raise UserError("--result goes with --event only (no COMMENT, --pr or --plan)")
         opts.store, opts.site_url = store or None, site_url or None
         _publish_result(
-            result_dir, event, opts, if_present=if_present, report=report, github=github
+            result_dir, pull.event, opts, if_present=if_present, report=report, github=github
         )
         return
     if comment is None:
         raise UserError("give the rendered comment (COMMENT), or --result with --event")
-    if sum(x is not None for x in (pr, plan_file, event)) != 1:
-        raise UserError("give exactly one of --pr, --plan and --event to name the pull request")
+    pull.check_one()
     rendered = load_rendered(comment)
-    plan_data = _load_plan(plan_file) if plan_file else None
+    plan_data = _load_plan(pull.plan_file) if pull.plan_file else None
     run_event = None
-    if event is not None:
+    if pull.event is not None:
         from bot.github.events import load_payload, parse_workflow_run_event
 
-        run_event = parse_workflow_run_event(load_payload(event), str(event))
-    repo_name = (
-        repo
-        or (plan_data or {}).get("repo")
-        or (run_event.repo if run_event else None)
-        or os.environ.get("GITHUB_REPOSITORY")
-    )
-    if not repo_name or "/" not in repo_name:
-        raise UserError("--repo: give owner/name (or set $GITHUB_REPOSITORY)")
+        run_event = parse_workflow_run_event(load_payload(pull.event), str(pull.event))
+    plan_repo = (plan_data or {}).get("repo")
+    repo_name = pull.repo_name(plan_repo, run_event.repo if run_event else None)
     labels = opts.remove_labels
-    if plan_data and not keep_label and not labels and plan_data.get("label"):
+    if plan_data and not verdict.keep_label and not labels and plan_data.get("label"):
         labels = opts.remove_labels = [str(plan_data["label"])]
     api = github.repo_api(repo_name)
     reading = f"reading the pull request on {repo_name}"
@@ -173,7 +127,7 @@ def publish(
             # A workflow run's comment: approved by a maintainer's label, GitHub says so.
             check_approval(api, target, run_event, labels[0] if labels else None)
         else:
-            number = pr if pr is not None else int((plan_data or {})["pr"])
+            number = pull.pr if pull.pr is not None else int((plan_data or {})["pr"])
             target = api.pull(number)
     from bot.github.publish import check_marker_head
 
