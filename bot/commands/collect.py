@@ -9,14 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bot.commands.options import (
-    CanaryOptions,
-    CaseFilter,
-    CaseLimit,
-    CaseSet,
-    TrustOpt,
-    selector,
-)
+from bot.commands.options import CanaryOptions, CasePlan, TrustOpt
 from bot.errors import one_line_errors
 from bot.images.sandbox import Limits
 from bot.options import option_group, settings_options
@@ -46,6 +39,7 @@ def _ops(value: str) -> tuple[str, ...]:
 
 @one_line_errors
 @option_group(CanaryOptions, "canaries")
+@option_group(CasePlan, "case_plan")
 @settings_options(Protocol, "protocol")
 @settings_options(Limits, "limits", ("memory", "cpus", "shm_size"))
 @settings_options(Dispatch, "dispatch")
@@ -65,23 +59,7 @@ def collect(
         typer.Option(help="Comma-separated ops: gemm, context_attention, generation_attention."),
     ] = "gemm",
     device: Annotated[str, typer.Option(help="cpu, cuda (every visible GPU) or cuda:N.")] = "cpu",
-    cases: Annotated[
-        Path | None, typer.Option("--cases", help="Case file (YAML); default: the built-in cases.")
-    ] = None,
-    case_set: CaseSet = "default",
-    smoke: Annotated[
-        bool, typer.Option(help="Shortcut for --case-set smoke: a quick check.")
-    ] = False,
-    case_filter: CaseFilter = None,
-    limit: CaseLimit = None,
-    shard: Annotated[
-        str | None,
-        typer.Option(help="Take shard i of n (i/n, 1-based), deterministic by case key."),
-    ] = None,
-    rules: Annotated[
-        Path | None,
-        typer.Option(help="Rules file (floors, unverified, denylist); default: built-in."),
-    ] = None,
+    case_plan: CasePlan = CasePlan(),
     # One option per declared Dispatch field (collector/attn_backends.py).
     dispatch: Dispatch = DEFAULT_DISPATCH,
     plan_only: Annotated[
@@ -142,7 +120,6 @@ def collect(
 
     from bot.collect_command import collect_command
     from collector.backends import check_backend_name, preflight
-    from collector.caseplan import parse_shard
     from collector.engine import CollectConfig, run_collection
     from collector.versions import EXPECTED_VERSION_ENV
 
@@ -156,20 +133,14 @@ def collect(
         # The version gate, before a run directory or a worker exists. With --image it
         # runs inside the container, where the framework is installed.
         preflight(backend)
-    if cases is not None and not cases.is_file():
-        raise UserError(f"{cases}: case file not found")
+    case_plan.check_file()
     canary = canaries.canary()
     cfg = CollectConfig(
         out=out or Path("."),
         backend=backend,
         ops=_ops(ops),
         device=device,
-        case_file=cases,
-        case_set="smoke" if smoke else case_set,
-        case_filter=selector(case_filter, "--case-filter"),
-        limit=limit,
-        shard=parse_shard(shard) if shard else None,
-        rules_file=rules,
+        **case_plan.config(),
         protocol=replace(protocol, min_runs=min(protocol.min_runs, protocol.runs)),
         canary=canary,
         resume=resume,

@@ -341,3 +341,43 @@ class PullOptions:
         if not name or "/" not in name:
             raise UserError("--repo: give owner/name (or set $GITHUB_REPOSITORY)")
         return name
+
+
+@dataclass(frozen=True)
+class CasePlan:
+    """`collect`'s cases: the case file and set, a filter, a limit, a shard and the rules."""
+
+    cases: Annotated[
+        Path | None, typer.Option("--cases", help="Case file (YAML); default: the built-in cases.")
+    ] = None
+    case_set: CaseSet = "default"
+    smoke: Annotated[bool, typer.Option(help="Shortcut for --case-set smoke: a quick check.")] = (
+        False
+    )
+    case_filter: CaseFilter = None
+    limit: CaseLimit = None
+    shard: Annotated[
+        str | None,
+        typer.Option(help="Take shard i of n (i/n, 1-based), deterministic by case key."),
+    ] = None
+    rules: Annotated[
+        Path | None,
+        typer.Option(help="Rules file (floors, unverified, denylist); default: built-in."),
+    ] = None
+
+    def check_file(self) -> None:
+        if self.cases is not None and not self.cases.is_file():
+            raise UserError(f"{self.cases}: case file not found")
+
+    def config(self) -> dict[str, Any]:
+        """The plan's fields of collector/engine.py's CollectConfig, parsed."""
+        from collector.caseplan import parse_shard
+
+        return {
+            "case_file": self.cases,
+            "case_set": "smoke" if self.smoke else self.case_set,
+            "case_filter": selector(self.case_filter, "--case-filter"),
+            "limit": self.limit,
+            "shard": parse_shard(self.shard) if self.shard else None,
+            "rules_file": self.rules,
+        }
