@@ -18,7 +18,6 @@ ALLOWED = {
     "bot/commands/collect.py::collect": TYPER + " (the collect settings' options)",
     "bot/commands/plan.py::plan": TYPER,
     "bot/commands/campaign.py::campaign": TYPER,
-    "bot/commands/conclude.py::conclude": TYPER,
     "bot/render/comment.py::_context": "the comment template's context, one key per section",
     "bot/site/build.py::write_history": "a history's overview, group and case pages written in one pass",
     "bot/images/container.py::collect_in_container": "one container's life: create, run, "

@@ -381,3 +381,73 @@ class CasePlan:
             "shard": parse_shard(self.shard) if self.shard else None,
             "rules_file": self.rules,
         }
+
+
+@dataclass(frozen=True)
+class ConcludeBaseline:
+    """`conclude`: what the merged shards are compared with (a stored baseline), or the
+    campaign that takes their place."""
+
+    store: Annotated[
+        str | None,
+        typer.Option(
+            envvar="COLLECTBOT_STORE",
+            help="Run store holding the baseline (env COLLECTBOT_STORE).",
+        ),
+    ] = None
+    baseline_ref: Annotated[
+        str | None,
+        typer.Option(
+            help="Compare with the latest stored run under this ref (default: the PR's base "
+            "branch; main for a dispatched run)."
+        ),
+    ] = None
+    campaign: Annotated[
+        Path | None,
+        typer.Option(help="A paired campaign directory (collectbot campaign --out) instead."),
+    ] = None
+
+    def config(self) -> dict[str, Any]:
+        """These options as bot/conclude.py's ConcludeOptions fields."""
+        return {
+            "store": self.store or None,
+            "baseline_ref": self.baseline_ref or None,
+            "campaign": self.campaign,
+        }
+
+
+@dataclass(frozen=True)
+class ConcludeReport:
+    """`conclude`: what the comment shows besides the comparison: its links, and a failure
+    seen before this step."""
+
+    artifacts_url: Annotated[
+        str | None, typer.Option(help="Link to the run's artifacts, for the comment.")
+    ] = None
+    site_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="COLLECTBOT_SITE_URL",
+            help="Where the store's `collectbot site` is served (https): the comment's trends "
+            "link to each case's page.",
+        ),
+    ] = None
+    log: Annotated[
+        Path | None, typer.Option(help="A log to quote when the run cannot be compared.")
+    ] = None
+    error: Annotated[
+        str | None,
+        typer.Option(help="A failure seen before this step: skip the stages, report it."),
+    ] = None
+
+    def config(self) -> dict[str, Any]:
+        """These options, the site's address checked, as ConcludeOptions fields."""
+        from bot.render.comment import check_site_url
+
+        check_site_url(self.site_url or None)
+        return {
+            "artifacts_url": self.artifacts_url,
+            "site_url": self.site_url or None,
+            "log": self.log,
+            "error": self.error,
+        }
