@@ -1,7 +1,8 @@
-"""The options that several commands take, each declared once: its name, type, help text
-and environment variable. A command names the alias (`trust: TrustOpt = "untrusted"`);
-a set that travels together is an option group (`bot/options.py`, `option_group`), a
-dataclass here that also turns its options into what the command hands on."""
+"""The commands' options beyond the one-offs, each declared once (name, type, help text,
+environment variable): an option that several commands take, as an `Annotated` alias
+(`trust: TrustOpt = "untrusted"`), and the option groups: a dataclass of the options that
+travel together, which `option_group` (bot/options.py) spreads over a command's parameters
+and which turns them, checked, into what the command hands on."""
 
 from __future__ import annotations
 
@@ -91,8 +92,8 @@ class CanaryOptions:
         """The canary these options ask for; None when they name no case."""
         from collector.canary import Canary
 
-        chosen = (self.canary_slow, self.canary_fail, self.canary_cuda_fatal, self.canary_hang)
-        if not any((*chosen, self.canary_crash)):
+        failures = (self.canary_fail, self.canary_cuda_fatal, self.canary_hang, self.canary_crash)
+        if not any((self.canary_slow, *failures)):
             return None
         return Canary(
             slow=selector(self.canary_slow, "--canary-slow"),
@@ -283,9 +284,10 @@ class VerdictOptions:
         list[str] | None,
         typer.Option(help="Label to remove when the run ends (repeatable); default: the plan's."),
     ] = None
-    keep_label: Annotated[bool, typer.Option(help="Keep the plan's trigger label on the PR.")] = (
-        False
-    )
+    keep_label: Annotated[
+        bool,
+        typer.Option(help="Keep the plan's trigger label on the PR."),
+    ] = False
     details_url: Annotated[
         str | None, typer.Option(help="Link for the status/check (default: artifacts, comment).")
     ] = None
@@ -351,9 +353,10 @@ class CasePlan:
         Path | None, typer.Option("--cases", help="Case file (YAML); default: the built-in cases.")
     ] = None
     case_set: CaseSet = "default"
-    smoke: Annotated[bool, typer.Option(help="Shortcut for --case-set smoke: a quick check.")] = (
-        False
-    )
+    smoke: Annotated[
+        bool,
+        typer.Option(help="Shortcut for --case-set smoke: a quick check."),
+    ] = False
     case_filter: CaseFilter = None
     limit: CaseLimit = None
     shard: Annotated[
