@@ -62,23 +62,31 @@ def _main(
 
 
 # Registration order is the order `--help` lists the commands in (groups after commands).
-app.command()(bundle.bundle)
-app.command()(campaign.campaign)
-app.command()(collect.collect)
-app.command()(compare.compare)
-app.add_typer(result.result_app, name="result")
-app.command()(conclude.conclude)
-app.command()(demo.demo)
-app.add_typer(image.image_app, name="image")
-app.command("import-aic")(import_aic.import_aic)
-app.command()(merge.merge)
-app.command()(plan.plan)
-app.command()(publish.publish)
-app.command()(render.render)
-app.command()(history.history)
-app.command()(history.site)
-app.add_typer(store.store_app, name="store")
-app.command()(track.track)
+# A command is named after its function (`import_aic`: import-aic), a group by its Typer app.
+COMMANDS: tuple[Any, ...] = (
+    bundle.bundle,
+    campaign.campaign,
+    collect.collect,
+    compare.compare,
+    result.result_app,
+    conclude.conclude,
+    demo.demo,
+    image.image_app,
+    import_aic.import_aic,
+    merge.merge,
+    plan.plan,
+    publish.publish,
+    render.render,
+    history.history,
+    history.site,
+    store.store_app,
+    track.track,
+)
+for command in COMMANDS:
+    if isinstance(command, typer.Typer):
+        app.add_typer(command)
+    else:
+        app.command()(command)
 
 
 # Click's exception classes, from the module Typer raises them from (Typer vendors its own

@@ -2,13 +2,16 @@
 
 `settings_options(Protocol, "protocol")` replaces a command's `protocol` parameter with one
 Typer option per declared field, in the parameter's place, and hands the command a
-`Protocol` built from them.
+`Protocol` built from them. `option_group` does the same for a dataclass of Typer options
+that several commands take together (bot/commands/github_options.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -60,25 +63,50 @@ def settings_options(
     With `names`, only those fields become options (the rest keep their defaults)."""
     fields = declared(cls, names)
 
+    def build(values: dict[str, Any]) -> Any:
+        for d in fields:
+            if d.setting.parse is not None:  # Typer hands a repeated option over as a list
+                values[d.name] = tuple(values[d.name] or ())
+        return cls(**values)
+
+    return _spread(param, [_parameter(d) for d in fields], build)
+
+
+def option_group(cls: type, param: str) -> Callable[[F], F]:
+    """Replace `param` of the decorated command with one option per field of the dataclass
+    `cls` (each field typed with its Typer option, an `Annotated` alias, and defaulted)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = [
+        inspect.Parameter(
+            f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]
+        )
+        for f in dataclasses.fields(cls)
+    ]
+    return _spread(param, fields, lambda values: cls(**values))
+
+
+def _spread(
+    param: str, options: list[inspect.Parameter], build: Callable[[dict[str, Any]], Any]
+) -> Callable[[F], F]:
+    """The decorator: `options` stand in `param`'s place; the command gets `build(values)`."""
+    names = [o.name for o in options]
+
     def decorate(func: F) -> F:
         sig = inspect.signature(func, eval_str=True)
         params: list[inspect.Parameter] = []
         for p in sig.parameters.values():
             if p.name == param:
-                params += [_parameter(d) for d in fields]
+                params += options
             else:
                 params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
-        clash = {d.name for d in fields} & (set(sig.parameters) - {param})
+        clash = set(names) & (set(sig.parameters) - {param})
         if clash or param not in sig.parameters:
             raise TypeError(f"{func.__name__}: no parameter {param!r}, or names clash: {clash}")
 
         @functools.wraps(func)
         def command(**kwargs: Any) -> Any:
-            values = {d.name: kwargs.pop(d.name) for d in fields}
-            for d in fields:
-                if d.setting.parse is not None:  # Typer hands a repeated option over as a list
-                    values[d.name] = tuple(values[d.name] or ())
-            return func(**kwargs, **{param: cls(**values)})
+            values = {name: kwargs.pop(name) for name in names}
+            return func(**kwargs, **{param: build(values)})
 
         command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
         return command  # type: ignore[return-value]

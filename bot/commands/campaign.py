@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from bot.commands.trust_option import TrustOpt
+from bot.commands.options import CanaryFactor, CaseFilter, CaseLimit, CaseSet, TrustOpt
 from bot.compare.stats import Settings
 from bot.errors import one_line_errors
 from bot.images.sandbox import Limits
@@ -78,15 +78,9 @@ def campaign(
     cases: Annotated[
         Path | None, typer.Option("--cases", help="Case file (YAML); default: each ref's built-in.")
     ] = None,
-    case_set: Annotated[
-        str, typer.Option(help="Named case set inside the case files.")
-    ] = "default",
-    case_filter: Annotated[
-        str | None, typer.Option(help="Keep cases matching field=value[,...][;...].")
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="Keep only the first N cases of the plan.")
-    ] = None,
+    case_set: CaseSet = "default",
+    case_filter: CaseFilter = None,
+    limit: CaseLimit = None,
     # The protocol options a round forwards to `collect` (both refs must know them).
     protocol: Protocol = DEFAULT_PROTOCOL,
     confirm: Annotated[
@@ -107,7 +101,7 @@ def campaign(
         str | None,
         typer.Option(help="Canary on the head side only: slow the cases this selector matches."),
     ] = None,
-    canary_factor: Annotated[float, typer.Option(min=1.0, help="Canary slowdown factor.")] = 1.5,
+    canary_factor: CanaryFactor = 1.5,
     python: Annotated[
         str, typer.Option(help="Python interpreter that runs the collector rounds.")
     ] = sys.executable,

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bot.commands.trust_option import TrustOpt
+from bot.commands.options import CanaryOptions, CasePlan, TrustOpt
 from bot.errors import one_line_errors
 from bot.images.sandbox import Limits
-from bot.options import settings_options
+from bot.options import option_group, settings_options
 from collector import jsonfile
 from collector.attn_backends import Dispatch
-from collector.caseplan import CaseSelector
 from collector.errors import UserError
 from collector.timing import Protocol
 
@@ -38,11 +37,9 @@ def _ops(value: str) -> tuple[str, ...]:
     return ops
 
 
-def _selector(text: str | None, option: str) -> CaseSelector | None:
-    return CaseSelector.parse(text, option=option) if text else None
-
-
 @one_line_errors
+@option_group(CanaryOptions, "canaries")
+@option_group(CasePlan, "case_plan")
 @settings_options(Protocol, "protocol")
 @settings_options(Limits, "limits", ("memory", "cpus", "shm_size"))
 @settings_options(Dispatch, "dispatch")
@@ -62,32 +59,7 @@ def collect(
         typer.Option(help="Comma-separated ops: gemm, context_attention, generation_attention."),
     ] = "gemm",
     device: Annotated[str, typer.Option(help="cpu, cuda (every visible GPU) or cuda:N.")] = "cpu",
-    cases: Annotated[
-        Path | None, typer.Option("--cases", help="Case file (YAML); default: the built-in cases.")
-    ] = None,
-    case_set: Annotated[
-        str, typer.Option(help="Named case set inside the case files.")
-    ] = "default",
-    smoke: Annotated[
-        bool, typer.Option(help="Shortcut for --case-set smoke: a quick check.")
-    ] = False,
-    case_filter: Annotated[
-        str | None,
-        typer.Option(
-            help="Keep cases matching field=value[,field=value][;...]; values may list a|b."
-        ),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="Keep only the first N cases of the plan.")
-    ] = None,
-    shard: Annotated[
-        str | None,
-        typer.Option(help="Take shard i of n (i/n, 1-based), deterministic by case key."),
-    ] = None,
-    rules: Annotated[
-        Path | None,
-        typer.Option(help="Rules file (floors, unverified, denylist); default: built-in."),
-    ] = None,
+    case_plan: CasePlan = CasePlan(),
     # One option per declared Dispatch field (collector/attn_backends.py).
     dispatch: Dispatch = DEFAULT_DISPATCH,
     plan_only: Annotated[
@@ -105,24 +77,7 @@ def collect(
     case_timeout: Annotated[
         float, typer.Option(min=1.0, help="Watchdog: seconds one run of one case may take.")
     ] = 600.0,
-    canary_slow: Annotated[
-        str | None,
-        typer.Option(help="Canary: slow the cases this selector matches (field=value,...)."),
-    ] = None,
-    canary_factor: Annotated[float, typer.Option(min=1.0, help="Canary: slowdown factor.")] = 1.5,
-    canary_fail: Annotated[
-        str | None, typer.Option(help="Canary: make the cases this selector matches raise.")
-    ] = None,
-    canary_cuda_fatal: Annotated[
-        str | None,
-        typer.Option(help="Canary: make these cases raise a CUDA-fatal error (worker replaced)."),
-    ] = None,
-    canary_hang: Annotated[
-        str | None, typer.Option(help="Canary: make these cases hang (the watchdog kills them).")
-    ] = None,
-    canary_crash: Annotated[
-        str | None, typer.Option(help="Canary: make these cases segfault their worker.")
-    ] = None,
+    canaries: CanaryOptions = CanaryOptions(),
     resume: Annotated[
         bool, typer.Option(help="Continue a partial run from its checkpoint.")
     ] = False,
@@ -165,8 +120,6 @@ def collect(
 
     from bot.collect_command import collect_command
     from collector.backends import check_backend_name, preflight
-    from collector.canary import Canary
-    from collector.caseplan import parse_shard
     from collector.engine import CollectConfig, run_collection
     from collector.versions import EXPECTED_VERSION_ENV
 
@@ -180,29 +133,14 @@ def collect(
         # The version gate, before a run directory or a worker exists. With --image it
         # runs inside the container, where the framework is installed.
         preflight(backend)
-    if cases is not None and not cases.is_file():
-        raise UserError(f"{cases}: case file not found")
-    canary = None
-    if any((canary_slow, canary_fail, canary_cuda_fatal, canary_hang, canary_crash)):
-        canary = Canary(
-            slow=_selector(canary_slow, "--canary-slow"),
-            factor=canary_factor,
-            fail=_selector(canary_fail, "--canary-fail"),
-            cuda_fatal=_selector(canary_cuda_fatal, "--canary-cuda-fatal"),
-            hang=_selector(canary_hang, "--canary-hang"),
-            crash=_selector(canary_crash, "--canary-crash"),
-        )
+    case_plan.check_file()
+    canary = canaries.canary()
     cfg = CollectConfig(
         out=out or Path("."),
         backend=backend,
         ops=_ops(ops),
         device=device,
-        case_file=cases,
-        case_set="smoke" if smoke else case_set,
-        case_filter=_selector(case_filter, "--case-filter"),
-        limit=limit,
-        shard=parse_shard(shard) if shard else None,
-        rules_file=rules,
+        **case_plan.config(),
         protocol=replace(protocol, min_runs=min(protocol.min_runs, protocol.runs)),
         canary=canary,
         resume=resume,

@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
-from bot.compare.history_verdict import HISTORY_RUNS
+from bot.commands.options import ConfirmRuns, StoreBaseline
 from bot.compare.stats import Settings
 from bot.errors import one_line_errors
-from bot.options import options_given, settings_options
+from bot.options import option_group, options_given, settings_options
 from collector.errors import UserError
 
 DEFAULT_SETTINGS = Settings()
@@ -20,6 +20,8 @@ DEFAULT_SETTINGS = Settings()
 
 @one_line_errors
 @settings_options(Settings, "settings")
+@option_group(ConfirmRuns, "confirm")
+@option_group(StoreBaseline, "store_baseline")
 def compare(
     ctx: typer.Context,
     runs: Annotated[
@@ -51,33 +53,8 @@ def compare(
         bool,
         typer.Option(help="The runs were collected alternately on one device (a campaign)."),
     ] = False,
-    confirm_base: Annotated[
-        Path | None,
-        typer.Option(help="Re-measurement of the flagged cases, baseline side (a run record)."),
-    ] = None,
-    confirm_cand: Annotated[
-        Path | None,
-        typer.Option(help="Re-measurement of the flagged cases, candidate side (a run record)."),
-    ] = None,
-    baseline_from_store: Annotated[
-        str | None,
-        typer.Option(
-            help="Take the baseline from this run store (a directory or fsspec URL): the "
-            "latest complete run of the candidate's backend, version, GPU and ops."
-        ),
-    ] = None,
-    baseline_ref: Annotated[
-        str | None,
-        typer.Option(help="With --baseline-from-store: only runs stored under this ref label."),
-    ] = None,
-    history_runs: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            help="With --baseline-from-store: read the last N stored baselines too, for each "
-            "changed case's range over them (annotates; never changes a verdict). 0: none.",
-        ),
-    ] = HISTORY_RUNS,
+    confirm: ConfirmRuns = ConfirmRuns(),
+    store_baseline: StoreBaseline = StoreBaseline(),
 ) -> None:
     """Compare two run records: failure groups, coverage and per-case latency with intervals.
 
@@ -91,13 +68,9 @@ def compare(
     if ci_config is not None:
         given = options_given(ctx, Settings)
         settings = replace(ci_config.apply(), **{name: getattr(settings, name) for name in given})
-    if (confirm_base is None) != (confirm_cand is None):
-        raise UserError("--confirm-base and --confirm-cand go together")
-    confirm = None
-    if confirm_base is not None and confirm_cand is not None:
-        confirm = (read_record(confirm_base), read_record(confirm_cand))
+    confirmation = confirm.records()
     with tempfile.TemporaryDirectory(prefix="collectbot-baseline-") as tmp:
-        if baseline_from_store is not None:
+        if store_baseline.baseline_from_store is not None:
             if len(runs) != 1:
                 raise UserError("with --baseline-from-store, give only the candidate run")
             from bot.compare.store_baseline import baseline_from_store as fetch_baseline
@@ -105,12 +78,12 @@ def compare(
             cand = read_record(runs[0])
             base, baseline = fetch_baseline(
                 cand,
-                baseline_from_store,
+                store_baseline.baseline_from_store,
                 Path(tmp) / "baseline",
-                ref=baseline_ref,
+                ref=store_baseline.baseline_ref,
                 kind=baseline_kind,
                 paired=paired,
-                history_runs=history_runs,
+                history_runs=store_baseline.history_runs,
             )
         else:
             if len(runs) != 2:
@@ -118,7 +91,7 @@ def compare(
             base, cand = read_record(runs[0]), read_record(runs[1])
             baseline = Baseline(kind=baseline_kind, paired=paired)
         source = ci_config.source if ci_config else None
-        result = compare_runs(base, cand, settings, baseline, confirm, settings_source=source)
+        result = compare_runs(base, cand, settings, baseline, confirmation, settings_source=source)
         path = result.write(out)
     verdict = result.data["verdict"]
     typer.echo(f"{verdict['level']}: {verdict['headline']}")

@@ -7,14 +7,17 @@ from typing import Annotated
 
 import typer
 
-from bot.commands.github_options import RunAttempt, RunId
-from bot.commands.result import env_int
+from bot.commands.options import ConcludeBaseline, ConcludeReport, PlanFile, WorkflowRun
 from bot.errors import one_line_errors
+from bot.options import option_group
 
 
 @one_line_errors
+@option_group(WorkflowRun, "workflow_run")
+@option_group(ConcludeBaseline, "baseline")
+@option_group(ConcludeReport, "report")
 def conclude(
-    plan: Annotated[Path, typer.Option(help="plan.json from `collectbot plan`.")],
+    plan: PlanFile,
     out: Annotated[Path, typer.Option("--out", help="Directory to write (new or empty).")],
     shards_dir: Annotated[
         Path | None,
@@ -23,44 +26,9 @@ def conclude(
     shards: Annotated[
         int | None, typer.Option(min=1, help="How many shards the plan was cut into.")
     ] = None,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            envvar="COLLECTBOT_STORE",
-            help="Run store holding the baseline (env COLLECTBOT_STORE).",
-        ),
-    ] = None,
-    baseline_ref: Annotated[
-        str | None,
-        typer.Option(
-            help="Compare with the latest stored run under this ref (default: the PR's base "
-            "branch; main for a dispatched run)."
-        ),
-    ] = None,
-    campaign: Annotated[
-        Path | None,
-        typer.Option(help="A paired campaign directory (collectbot campaign --out) instead."),
-    ] = None,
-    run_id: RunId = None,
-    run_attempt: RunAttempt = None,
-    artifacts_url: Annotated[
-        str | None, typer.Option(help="Link to the run's artifacts, for the comment.")
-    ] = None,
-    site_url: Annotated[
-        str | None,
-        typer.Option(
-            envvar="COLLECTBOT_SITE_URL",
-            help="Where the store's `collectbot site` is served (https): the comment's trends "
-            "link to each case's page.",
-        ),
-    ] = None,
-    log: Annotated[
-        Path | None, typer.Option(help="A log to quote when the run cannot be compared.")
-    ] = None,
-    error: Annotated[
-        str | None,
-        typer.Option(help="A failure seen before this step: skip the stages, report it."),
-    ] = None,
+    baseline: ConcludeBaseline = ConcludeBaseline(),
+    workflow_run: WorkflowRun = WorkflowRun(),
+    report: ConcludeReport = ConcludeReport(),
     config: Annotated[
         Path | None,
         typer.Option(
@@ -76,10 +44,9 @@ def conclude(
     """
     from bot.conclude import ConcludeOptions
     from bot.conclude import conclude as run_conclude
-    from bot.render.comment import check_site_url
     from bot.render.sanitize import clean
 
-    check_site_url(site_url or None)
+    reporting = report.config()
     found = sorted(p for p in shards_dir.iterdir() if p.is_dir()) if shards_dir else []
     result = run_conclude(
         ConcludeOptions(
@@ -87,17 +54,10 @@ def conclude(
             out=out,
             shards=found,
             shard_count=shards,
-            store=store or None,
-            baseline_ref=baseline_ref or None,
-            campaign=campaign,
-            workflow_run_id=run_id if run_id is not None else env_int("GITHUB_RUN_ID", 0),
-            run_attempt=run_attempt
-            if run_attempt is not None
-            else env_int("GITHUB_RUN_ATTEMPT", 1),
-            artifacts_url=artifacts_url,
-            site_url=site_url or None,
-            log=log,
-            error=error,
+            **baseline.config(),
+            workflow_run_id=workflow_run.id,
+            run_attempt=workflow_run.attempt,
+            **reporting,
             config=config,
         )
     )

@@ -1,11 +1,21 @@
-"""Options shared by the commands that talk to GitHub (plan, publish)."""
+"""Options shared by the commands that talk to GitHub (plan, publish, track), declared once:
+the connection as one option group, and the one way its failures become an `error:` line."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from collector.errors import UserError
+
+if TYPE_CHECKING:
+    from bot.github.api import RepoApi
 
 ApiUrl = Annotated[
     str | None,
@@ -41,8 +51,55 @@ BotLogin = Annotated[
         "github-actions[bot]); $COLLECTBOT_BOT_LOGIN."
     ),
 ]
-# The workflow run a command reports on (Actions sets both variables).
-RunId = Annotated[int | None, typer.Option(help="The workflow run id (default $GITHUB_RUN_ID).")]
-RunAttempt = Annotated[
-    int | None, typer.Option(help="The run attempt (default $GITHUB_RUN_ATTEMPT).")
-]
+
+
+@dataclass(frozen=True)
+class GitHubOptions:
+    """How a command reaches GitHub: `@option_group(GitHubOptions, "github")` spreads these
+    over the command's options in the place of its `github` parameter (bot/options.py)."""
+
+    api_url: ApiUrl = None
+    token: Token = None
+    app_id: AppId = None
+    app_private_key_file: AppKey = None
+    installation_id: InstallationId = None
+    timeout: Timeout = 15.0
+    retries: Retries = 8
+    bot_login: BotLogin = None
+
+    def repo_api(self, repo: str) -> RepoApi:
+        """The API of `repo`, authenticated as these options (or the environment) say."""
+        from bot.github.api import RepoApi
+        from bot.github.client import config_from_env, connect
+
+        cfg = config_from_env(
+            self.api_url,
+            self.token,
+            self.app_id,
+            self.app_private_key_file,
+            self.installation_id,
+            timeout=self.timeout,
+            retries=self.retries,
+        )
+        return RepoApi(connect(cfg, repo), repo)
+
+    def login(self) -> str | None:
+        """The bot's login: --bot-login, else $COLLECTBOT_BOT_LOGIN, else any Bot account."""
+        return self.bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None
+
+
+@contextmanager
+def api_errors(doing: str, then: str = "") -> Iterator[None]:
+    """GitHub refusing or out of reach, as one `error:` line: what was being done, GitHub's
+    answer (described, never quoted raw), then `then`."""
+    from github import GithubException
+    from requests import RequestException
+
+    from bot.github.publish import describe_api_error
+
+    try:
+        yield
+    except (GithubException, RequestException) as exc:
+        raise UserError(
+            f"GitHub API failed while {doing}: {describe_api_error(exc)}{then}"
+        ) from None

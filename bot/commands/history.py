@@ -6,13 +6,15 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.commands.store import DEFAULT_STORE, StoreOption
+from bot.commands.options import DEFAULT_STORE, StoreOption
 from bot.errors import one_line_errors
+from bot.options import option_group
 from collector.errors import UserError
 
 if TYPE_CHECKING:
@@ -40,29 +42,35 @@ BootstrapOption = Annotated[
 ]
 
 
-def _selection(
-    backend: str | None,
-    gpu: str | None,
-    ops: str | None,
-    ref: str | None,
-    framework_version: str | None,
-    like: Path | None = None,
-) -> Selection:
-    from bot.history.source import Selection
+@dataclass(frozen=True)
+class StoredRuns:
+    """The options of `history` and `site` that choose the stored runs they read."""
 
-    if like is not None:
-        from bot.store import key_of
-        from collector.record import read_record
+    store: StoreOption = DEFAULT_STORE
+    backend: BackendOption = None
+    gpu: GpuOption = None
+    ops: OpsOption = None
+    ref: RefOption = None
+    framework_version: VersionOption = None
 
-        key = key_of(read_record(like).meta)
-        backend, gpu = backend or key.backend, gpu or key.gpu
-        ops = ops or ",".join(key.ops)
-    op_list = None
-    if ops is not None:
-        op_list = tuple(sorted(o.strip() for o in ops.split(",") if o.strip()))
-        if not op_list:
-            raise UserError(f"--ops: no op named in {ops!r}")
-    return Selection(backend, gpu, op_list, ref, framework_version)
+    def selection(self, like: Path | None = None) -> Selection:
+        """The key and ref to read; with `like`, what is not given is that record's."""
+        from bot.history.source import Selection
+
+        backend, gpu, ops = self.backend, self.gpu, self.ops
+        if like is not None:
+            from bot.store import key_of
+            from collector.record import read_record
+
+            key = key_of(read_record(like).meta)
+            backend, gpu = backend or key.backend, gpu or key.gpu
+            ops = ops or ",".join(key.ops)
+        op_list = None
+        if ops is not None:
+            op_list = tuple(sorted(o.strip() for o in ops.split(",") if o.strip()))
+            if not op_list:
+                raise UserError(f"--ops: no op named in {ops!r}")
+        return Selection(backend, gpu, op_list, self.ref, self.framework_version)
 
 
 def _settings(bootstrap: int | None) -> HistorySettings:
@@ -87,13 +95,9 @@ def _case_filter(text: str | None) -> CaseSelector | None:
 
 
 @one_line_errors
+@option_group(StoredRuns, "runs")
 def history(
-    store: StoreOption = DEFAULT_STORE,
-    backend: BackendOption = None,
-    gpu: GpuOption = None,
-    ops: OpsOption = None,
-    ref: RefOption = None,
-    framework_version: VersionOption = None,
+    runs: StoredRuns = StoredRuns(),
     like: Annotated[
         Path | None,
         typer.Option(help="Take backend, GPU and ops from this run record."),
@@ -127,13 +131,12 @@ def history(
     from bot.history.export import history_json
     from bot.history.table import print_history
 
-    selection = _selection(backend, gpu, ops, ref, framework_version, like)
+    selection = runs.selection(like)
     selector = _case_filter(case_filter)
-    settings = _settings(bootstrap)
-    full = load_history(store, selection, settings)
+    full = load_history(runs.store, selection, _settings(bootstrap))
     if not full.runs:
         raise UserError(
-            f"{store}: no stored run of {full.series.label} could be read "
+            f"{runs.store}: no stored run of {full.series.label} could be read "
             f"({len(full.skipped)} skipped, each named above)"
         )
     chosen = full.select(selector)
@@ -164,14 +167,10 @@ def history(
 
 
 @one_line_errors
+@option_group(StoredRuns, "runs")
 def site(
     out: Annotated[Path, typer.Option("--out", help="Directory to write the site to.")],
-    store: StoreOption = DEFAULT_STORE,
-    backend: BackendOption = None,
-    gpu: GpuOption = None,
-    ops: OpsOption = None,
-    ref: RefOption = None,
-    framework_version: VersionOption = None,
+    runs: StoredRuns = StoredRuns(),
     bootstrap: BootstrapOption = None,
     force: Annotated[
         bool, typer.Option(help="Replace OUT when it is a site written before.")
@@ -180,11 +179,10 @@ def site(
     """Write a static HTML site (no server, no network) of every history in the store."""
     from bot.site.build import SITE_MARKER, build_site
 
-    selection = _selection(backend, gpu, ops, ref, framework_version)
-    settings = _settings(bootstrap)
+    selection, settings = runs.selection(), _settings(bootstrap)
     if out.exists() and any(out.iterdir()):
         if not (force and (out / SITE_MARKER).is_file()):
             raise UserError(f"{out}: not empty (use --force to replace a site written before)")
         shutil.rmtree(out)
-    summary = build_site(store, out, selection, settings)
+    summary = build_site(runs.store, out, selection, settings)
     typer.echo(json.dumps(summary, sort_keys=True))

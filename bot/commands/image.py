@@ -8,11 +8,12 @@ from typing import Annotated, Any
 
 import typer
 
-from bot.commands.trust_option import TrustOpt
+from bot.commands.options import TrustOpt
 from bot.errors import one_line_errors
 from collector.errors import UserError
 
 image_app = typer.Typer(
+    name="image",
     help=(
         "Build, reuse and verify the collector image pinned by images/manifest.yaml: a "
         "content-hash tag over everything that goes into it, and proof of what is inside."

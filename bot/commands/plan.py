@@ -10,18 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
-from bot.commands.github_options import (
-    ApiUrl,
-    AppId,
-    AppKey,
-    BotLogin,
-    InstallationId,
-    Retries,
-    Timeout,
-    Token,
-)
+from bot.commands.github_options import GitHubOptions, api_errors
+from bot.commands.options import WebhookEvent
 from bot.errors import one_line_errors
-from collector.errors import UserError
+from bot.options import option_group
 
 
 def write_github_output(path: Path, plan: dict[str, Any]) -> None:
@@ -55,17 +47,10 @@ def _one_line(value: str) -> str:
 
 
 @one_line_errors
+@option_group(GitHubOptions, "github")
+@option_group(WebhookEvent, "webhook")
 def plan(
-    event: Annotated[
-        Path | None,
-        typer.Option(help="Webhook payload (JSON); default $GITHUB_EVENT_PATH."),
-    ] = None,
-    event_name: Annotated[
-        str | None,
-        typer.Option(
-            help="Event name; default $GITHUB_EVENT_NAME, else inferred from the payload."
-        ),
-    ] = None,
+    webhook: WebhookEvent = WebhookEvent(),
     out: Annotated[Path, typer.Option("--out", help="Where to write the decision as JSON.")] = Path(
         "plan.json"
     ),
@@ -90,14 +75,7 @@ def plan(
         str | None,
         typer.Option(help="workflow_dispatch: the commit to collect; default $GITHUB_SHA."),
     ] = None,
-    api_url: ApiUrl = None,
-    token: Token = None,
-    app_id: AppId = None,
-    app_private_key_file: AppKey = None,
-    installation_id: InstallationId = None,
-    timeout: Timeout = 15.0,
-    retries: Retries = 8,
-    bot_login: BotLogin = None,
+    github: GitHubOptions = GitHubOptions(),
     config: Annotated[
         Path | None,
         typer.Option(
@@ -114,22 +92,11 @@ def plan(
     $GITHUB_OUTPUT; prints the human reason. Exit 0 whether or not it triggers.
     """
     from bot.ci_config import load_ci_config
-    from bot.github.events import (
-        PR_EVENTS,
-        infer_event_name,
-        load_payload,
-        parse_pull_request_event,
-    )
+    from bot.github.events import PR_EVENTS, parse_pull_request_event
     from bot.github.labels import default_vocabulary
     from bot.github.plan import Plan, decide_dispatch, decide_event, decide_with_facts
 
-    path = event or (
-        Path(os.environ["GITHUB_EVENT_PATH"]) if os.environ.get("GITHUB_EVENT_PATH") else None
-    )
-    if path is None:
-        raise UserError("--event: no payload given and $GITHUB_EVENT_PATH is not set")
-    payload = load_payload(path)
-    name = event_name or os.environ.get("GITHUB_EVENT_NAME") or infer_event_name(payload)
+    path, payload, name = webhook.load()
     known_backends, known_ops = default_vocabulary()
     if backends:
         known_backends = tuple(b.strip().lower() for b in backends.split(",") if b.strip())
@@ -145,20 +112,8 @@ def plan(
         bool(decision.remove_labels or decision.notice) and not dry_run
     )
     if needs_api:
-        from bot.github.api import RepoApi
-        from bot.github.client import config_from_env, connect
-
         assert pr_event is not None
-        cfg = config_from_env(
-            api_url,
-            token,
-            app_id,
-            app_private_key_file,
-            installation_id,
-            timeout=timeout,
-            retries=retries,
-        )
-        api = RepoApi(connect(cfg, pr_event.repo), pr_event.repo)
+        api = github.repo_api(pr_event.repo)
     result: Plan
     if isinstance(decision, Plan):
         result = decision
@@ -166,10 +121,8 @@ def plan(
         from bot.github.facts import gather_facts
 
         assert api is not None and pr_event is not None
-        result = _api_call(
-            lambda: decide_with_facts(pr_event, decision, gather_facts(api, pr_event)),
-            "reading the PR and the labeler's permission",
-        )
+        with api_errors("reading the PR and the labeler's permission"):
+            result = decide_with_facts(pr_event, decision, gather_facts(api, pr_event))
     if result.trigger:
         result.shards = 1 if result.baseline == "paired" else shards
     ci_config = load_ci_config(config)  # the base branch's: the PR's code cannot loosen it
@@ -181,11 +134,8 @@ def plan(
     if api is not None and not dry_run and (result.remove_labels or result.notice):
         from bot.github.facts import apply_plan_actions
 
-        login = bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None
-        applied = _api_call(
-            lambda: apply_plan_actions(api, result, bot_login=login),
-            "removing the label and explaining why",
-        )
+        with api_errors("removing the label and explaining why"):
+            applied = apply_plan_actions(api, result, bot_login=github.login())
         data["applied"] = {
             "labels_removed": applied.labels_removed,
             "comments_written": applied.comments_written,
@@ -198,15 +148,3 @@ def plan(
 
     verdict = "collect" if result.trigger else "skip"
     typer.echo(f"{verdict} ({result.code}): {clean(result.reason, 600)}")
-
-
-def _api_call(fn: Any, doing: str) -> Any:
-    from github import GithubException
-    from requests import RequestException
-
-    from bot.github.publish import describe_api_error
-
-    try:
-        return fn()
-    except (GithubException, RequestException) as exc:
-        raise UserError(f"GitHub API failed while {doing}: {describe_api_error(exc)}") from None

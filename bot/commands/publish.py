@@ -4,27 +4,20 @@ summary and the trigger label, from a rendered comment on disk."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bot.commands.github_options import (
-    ApiUrl,
-    AppId,
-    AppKey,
-    BotLogin,
-    InstallationId,
-    Retries,
-    Timeout,
-    Token,
-)
+from bot.commands.github_options import GitHubOptions, api_errors
+from bot.commands.options import PullOptions, VerdictOptions
 from bot.errors import one_line_errors
+from bot.options import option_group
 from collector import jsonfile
 from collector.errors import UserError
 
-CHECK_KINDS = ("status", "check-run", "none")
+if TYPE_CHECKING:
+    from bot.github.publish import PublishOptions
 
 
 def _load_plan(path: Path) -> dict[str, Any]:
@@ -37,26 +30,15 @@ def _load_plan(path: Path) -> dict[str, Any]:
 
 
 @one_line_errors
+@option_group(GitHubOptions, "github")
+@option_group(VerdictOptions, "verdict")
+@option_group(PullOptions, "pull")
 def publish(
     comment: Annotated[
         Path | None,
         typer.Argument(help="Rendered comment (collectbot render --out); sidecar beside it."),
     ] = None,
-    repo: Annotated[
-        str | None,
-        typer.Option(help="owner/name; default from --plan/--event or $GITHUB_REPOSITORY."),
-    ] = None,
-    pr: Annotated[int | None, typer.Option(min=1, help="Pull request number.")] = None,
-    plan_file: Annotated[
-        Path | None,
-        typer.Option("--plan", help="plan.json from `collectbot plan`: PR, repo, trigger label."),
-    ] = None,
-    event: Annotated[
-        Path | None,
-        typer.Option(
-            help="A workflow_run payload: the PR is resolved from its head SHA (fork-safe)."
-        ),
-    ] = None,
+    pull: PullOptions = PullOptions(),
     result_dir: Annotated[
         Path | None,
         typer.Option(
@@ -69,34 +51,11 @@ def publish(
         bool,
         typer.Option(help="With --result: exit 0 with a note when the run left no result."),
     ] = False,
-    check: Annotated[
-        str, typer.Option(help="Verdict as a commit `status`, a `check-run`, or `none`.")
-    ] = "status",
-    remove_label: Annotated[
-        list[str] | None,
-        typer.Option(help="Label to remove when the run ends (repeatable); default: the plan's."),
-    ] = None,
-    keep_label: Annotated[
-        bool, typer.Option(help="Keep the plan's trigger label on the PR.")
-    ] = False,
-    details_url: Annotated[
-        str | None, typer.Option(help="Link for the status/check (default: artifacts, comment).")
-    ] = None,
-    summary: Annotated[
-        Path | None,
-        typer.Option(help="Append the comment to this job summary; default $GITHUB_STEP_SUMMARY."),
-    ] = None,
+    verdict: VerdictOptions = VerdictOptions(),
     report: Annotated[
         Path | None, typer.Option(help="Write what was done as JSON to this file.")
     ] = None,
-    api_url: ApiUrl = None,
-    token: Token = None,
-    app_id: AppId = None,
-    app_private_key_file: AppKey = None,
-    installation_id: InstallationId = None,
-    timeout: Timeout = 15.0,
-    retries: Retries = 8,
-    bot_login: BotLogin = None,
+    github: GitHubOptions = GitHubOptions(),
     store: Annotated[
         str | None,
         typer.Option(
@@ -121,85 +80,45 @@ def publish(
     never overwrites a newer one; concurrent publishers converge on one comment. Fails with
     one line (the rendered comment stays on disk) when GitHub refuses a write.
     """
-    from bot.github.api import RepoApi
-    from bot.github.client import config_from_env, connect
-    from bot.github.publish import (
-        PublishOptions,
-        raise_for_errors,
-        summary_path_from_env,
-    )
     from bot.github.publish import (
         publish as do_publish,
     )
+    from bot.github.publish import (
+        raise_for_errors,
+    )
     from bot.render.rendered import load_rendered
 
-    if check not in CHECK_KINDS:
-        raise UserError(f"--check: unknown value {check!r}; use one of {', '.join(CHECK_KINDS)}")
+    opts = verdict.publish_options(github.login())
     if result_dir is not None:
         from bot.render.comment import check_site_url
 
         check_site_url(site_url or None)
-        if comment is not None or pr is not None or plan_file is not None or event is None:
+        given = (comment, pull.pr, pull.plan_file)
+        if any(x is not None for x in given) or pull.event is None:
             raise UserError("--result goes with --event only (no COMMENT, --pr or --plan)")
+        opts.store, opts.site_url = store or None, site_url or None
         _publish_result(
-            result_dir,
-            event,
-            if_present=if_present,
-            check=check,
-            remove_label=remove_label or [],
-            details_url=details_url,
-            summary=summary,
-            report=report,
-            api_url=api_url,
-            token=token,
-            app_id=app_id,
-            app_private_key_file=app_private_key_file,
-            installation_id=installation_id,
-            timeout=timeout,
-            retries=retries,
-            bot_login=bot_login,
-            store=store or None,
-            site_url=site_url or None,
+            result_dir, pull.event, opts, if_present=if_present, report=report, github=github
         )
         return
     if comment is None:
         raise UserError("give the rendered comment (COMMENT), or --result with --event")
-    if sum(x is not None for x in (pr, plan_file, event)) != 1:
-        raise UserError("give exactly one of --pr, --plan and --event to name the pull request")
+    pull.check_one()
     rendered = load_rendered(comment)
-    plan_data = _load_plan(plan_file) if plan_file else None
+    plan_data = _load_plan(pull.plan_file) if pull.plan_file else None
     run_event = None
-    if event is not None:
+    if pull.event is not None:
         from bot.github.events import load_payload, parse_workflow_run_event
 
-        run_event = parse_workflow_run_event(load_payload(event), str(event))
-    repo_name = (
-        repo
-        or (plan_data or {}).get("repo")
-        or (run_event.repo if run_event else None)
-        or os.environ.get("GITHUB_REPOSITORY")
-    )
-    if not repo_name or "/" not in repo_name:
-        raise UserError("--repo: give owner/name (or set $GITHUB_REPOSITORY)")
-    labels = list(remove_label or [])
-    if plan_data and not keep_label and not labels and plan_data.get("label"):
-        labels = [str(plan_data["label"])]
-    cfg = config_from_env(
-        api_url,
-        token,
-        app_id,
-        app_private_key_file,
-        installation_id,
-        timeout=timeout,
-        retries=retries,
-    )
-    from github import GithubException
-    from requests import RequestException
-
-    from bot.github.publish import describe_api_error
-
-    api = RepoApi(connect(cfg, repo_name), repo_name)
-    try:
+        run_event = parse_workflow_run_event(load_payload(pull.event), str(pull.event))
+    plan_repo = (plan_data or {}).get("repo")
+    repo_name = pull.repo_name(plan_repo, run_event.repo if run_event else None)
+    labels = opts.remove_labels
+    if plan_data and not verdict.keep_label and not labels and plan_data.get("label"):
+        labels = opts.remove_labels = [str(plan_data["label"])]
+    api = github.repo_api(repo_name)
+    reading = f"reading the pull request on {repo_name}"
+    with api_errors(reading, then=f"; the rendered comment is at {comment}"):
         if run_event is not None:
             from bot.github.approval import check_approval
             from bot.github.deliver import the_pull_of_run
@@ -208,24 +127,12 @@ def publish(
             # A workflow run's comment: approved by a maintainer's label, GitHub says so.
             check_approval(api, target, run_event, labels[0] if labels else None)
         else:
-            number = pr if pr is not None else int((plan_data or {})["pr"])
+            number = pull.pr if pull.pr is not None else int((plan_data or {})["pr"])
             target = api.pull(number)
-    except (GithubException, RequestException) as exc:
-        raise UserError(
-            f"GitHub API failed while reading the pull request on {repo_name}: "
-            f"{describe_api_error(exc)}; the rendered comment is at {comment}"
-        ) from None
     from bot.github.publish import check_marker_head
 
     expected = (run_event.head_sha if run_event else None) or (plan_data or {}).get("head_sha")
     check_marker_head(rendered, expected, comment)
-    opts = PublishOptions(
-        check=check,
-        remove_labels=labels,
-        bot_login=bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None,
-        details_url=details_url,
-        summary_path=summary or summary_path_from_env(),
-    )
     result = do_publish(api, target, rendered, opts)
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
@@ -248,33 +155,18 @@ def publish(
 def _publish_result(
     path: Path,
     event_path: Path,
+    opts: PublishOptions,
     *,
     if_present: bool,
-    check: str,
-    remove_label: list[str],
-    details_url: str | None,
-    summary: Path | None,
     report: Path | None,
-    store: str | None,
-    site_url: str | None = None,
-    **conn: Any,
+    github: GitHubOptions,
 ) -> None:
     """The trusted side of the fork-safe split: verify, bind, render, publish."""
     import tempfile
 
-    from github import GithubException
-    from requests import RequestException
-
-    from bot.github.api import RepoApi
-    from bot.github.client import config_from_env, connect
     from bot.github.deliver import deliver
     from bot.github.events import load_payload, parse_workflow_run_event
-    from bot.github.publish import (
-        PublishOptions,
-        describe_api_error,
-        raise_for_errors,
-        summary_path_from_env,
-    )
+    from bot.github.publish import raise_for_errors
     from bot.result_bundle import BUNDLE_JSON, load_result
 
     run_event = parse_workflow_run_event(load_payload(event_path), str(event_path))
@@ -285,34 +177,12 @@ def _publish_result(
         )
         return
     loaded = load_result(path)
-    bot_login = conn.pop("bot_login")
-    cfg = config_from_env(
-        conn.pop("api_url"),
-        conn.pop("token"),
-        conn.pop("app_id"),
-        conn.pop("app_private_key_file"),
-        conn.pop("installation_id"),
-        **conn,
-    )
-    api = RepoApi(connect(cfg, run_event.repo), run_event.repo)
-    opts = PublishOptions(
-        check=check,
-        remove_labels=remove_label,
-        bot_login=bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None,
-        details_url=details_url,
-        summary_path=summary or summary_path_from_env(),
-        store=store,
-        site_url=site_url,
-    )
+    api = github.repo_api(run_event.repo)
     url = run_event.html_url if run_event.html_url.startswith("https://") else None
     # The rendered comment stays on disk (its path is in any error), as with COMMENT.
     workdir = Path(tempfile.mkdtemp(prefix="collectbot-publish-"))
-    try:
+    with api_errors(f"publishing {path}"):
         done = deliver(api, run_event, loaded, opts, workdir, url)
-    except (GithubException, RequestException) as exc:
-        raise UserError(
-            f"GitHub API failed while publishing {path}: {describe_api_error(exc)}"
-        ) from None
     if report is not None:
         from dataclasses import asdict
 

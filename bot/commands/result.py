@@ -3,37 +3,29 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from bot.commands.github_options import RunAttempt, RunId
+from bot.commands.options import PlanFile, WorkflowRun
 from bot.errors import one_line_errors
-from collector.errors import UserError
+from bot.options import option_group
 
 result_app = typer.Typer(
+    name="result",
     help="The result bundle: what an untrusted collection job hands to the trusted publisher "
     "(data only, checksummed; the publisher renders the comment itself).",
     no_args_is_help=True,
 )
 
 
-def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    if not value.isdigit():
-        raise UserError(f"${name}: {value!r} is not a number")
-    return int(value)
-
-
 @result_app.command("make")
 @one_line_errors
+@option_group(WorkflowRun, "workflow_run")
 def make(
     out: Annotated[Path, typer.Option("--out", help="Bundle directory to write (new or empty).")],
-    plan: Annotated[Path, typer.Option(help="plan.json from `collectbot plan`.")],
+    plan: PlanFile,
     comparison: Annotated[
         Path | None, typer.Option(help="A comparison directory (or comparison.json) to publish.")
     ] = None,
@@ -45,8 +37,7 @@ def make(
     log: Annotated[
         Path | None, typer.Option(help="A log whose last lines go into the bundle.")
     ] = None,
-    run_id: RunId = None,
-    run_attempt: RunAttempt = None,
+    workflow_run: WorkflowRun = WorkflowRun(),
     repo: Annotated[str | None, typer.Option(help="owner/name (default: the plan's).")] = None,
     head_sha: Annotated[
         str | None, typer.Option(help="The commit the run measured (default: the plan's).")
@@ -58,8 +49,8 @@ def make(
     path = make_result(
         out,
         plan_path=plan,
-        workflow_run_id=run_id if run_id is not None else env_int("GITHUB_RUN_ID", 0),
-        run_attempt=run_attempt if run_attempt is not None else env_int("GITHUB_RUN_ATTEMPT", 1),
+        workflow_run_id=workflow_run.id,
+        run_attempt=workflow_run.attempt,
         repo=repo,
         head_sha=head_sha,
         comparison=comparison,

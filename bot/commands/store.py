@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bot.commands.options import DEFAULT_STORE, StoreOption
 from bot.errors import one_line_errors
 from collector.errors import UserError
 
@@ -15,20 +16,11 @@ if TYPE_CHECKING:
     from bot.store import RunStore
 
 store_app = typer.Typer(
+    name="store",
     help="Keep run records in a run store (a directory or an fsspec URL such as "
     "s3://bucket/prefix), keyed by backend, framework version, GPU and ops.",
     no_args_is_help=True,
 )
-
-StoreOption = Annotated[
-    str,
-    typer.Option(
-        "--store",
-        envvar="COLLECTBOT_STORE",
-        help="Run store: a directory or an fsspec URL (env COLLECTBOT_STORE).",
-    ),
-]
-DEFAULT_STORE = "collectbot-store"
 
 
 def open_store(url: str) -> RunStore:

@@ -9,17 +9,9 @@ from typing import Annotated
 
 import typer
 
-from bot.commands.github_options import (
-    ApiUrl,
-    AppId,
-    AppKey,
-    BotLogin,
-    InstallationId,
-    Retries,
-    Timeout,
-    Token,
-)
+from bot.commands.github_options import GitHubOptions, api_errors
 from bot.errors import one_line_errors
+from bot.options import option_group
 from collector.errors import UserError
 
 # GitHub caps an issue body at 65,536 characters; the block gets at most this share of it.
@@ -27,6 +19,7 @@ MAX_CHANGE_POINTS_CHARS = 20_000
 
 
 @one_line_errors
+@option_group(GitHubOptions, "github")
 def track(
     comparison: Annotated[
         Path,
@@ -37,14 +30,7 @@ def track(
     repo: Annotated[
         str | None, typer.Option(help="owner/name (default $GITHUB_REPOSITORY).")
     ] = None,
-    api_url: ApiUrl = None,
-    token: Token = None,
-    app_id: AppId = None,
-    app_private_key_file: AppKey = None,
-    installation_id: InstallationId = None,
-    timeout: Timeout = 15.0,
-    retries: Retries = 8,
-    bot_login: BotLogin = None,
+    github: GitHubOptions = GitHubOptions(),
     change_points: Annotated[
         Path | None,
         typer.Option(
@@ -57,13 +43,7 @@ def track(
     one (closing it when clean again), and set the result as a status on SHA."""
     import re
 
-    from github import GithubException
-    from requests import RequestException
-
     from bot.compare.comparison import load_comparison
-    from bot.github.api import RepoApi
-    from bot.github.client import config_from_env, connect
-    from bot.github.publish import describe_api_error
     from bot.github.tracking import track as do_track
     from bot.render.sanitize import clean
 
@@ -78,17 +58,8 @@ def track(
     repo_name = repo or os.environ.get("GITHUB_REPOSITORY")
     if not repo_name or "/" not in repo_name:
         raise UserError("--repo: give owner/name (or set $GITHUB_REPOSITORY)")
-    cfg = config_from_env(
-        api_url, token, app_id, app_private_key_file, installation_id,
-        timeout=timeout, retries=retries,
-    )  # fmt: skip
-    api = RepoApi(connect(cfg, repo_name), repo_name)
-    login = bot_login or os.environ.get("COLLECTBOT_BOT_LOGIN") or None
-    try:
-        done = do_track(api, data, sha, ref, bot_login=login, change_points=block)
-    except (GithubException, RequestException) as exc:
-        raise UserError(
-            f"GitHub API failed while tracking {repo_name}@{sha[:12]}: {describe_api_error(exc)}"
-        ) from None
+    api = github.repo_api(repo_name)
+    with api_errors(f"tracking {repo_name}@{sha[:12]}"):
+        done = do_track(api, data, sha, ref, bot_login=github.login(), change_points=block)
     where = f" #{done.issue}" if done.issue else ""
     typer.echo(clean(f"tracking issue: {done.action}{where}; status {done.status}", 300))
