@@ -4,15 +4,18 @@ Usage (repository root, vLLM installed from the offline bundle):
     PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:. python3 bench/gpu/decode_gap.py --out $OUT/gap.jsonl
 
 For every generation-attention case of the built-in `vllm` set (and the same shapes through
-each `--attn-backend`), it times four variants of the same prepared case with the
-collector's own timing, and writes one JSON line per (case, variant):
+each `--attn-backend`), it times five variants of the same prepared case, and writes one
+JSON line per (case, variant):
 
 - `ours`: the collector's timed call (KV-cache update + attention kernel; with an FP8 KV
   cache the query is quantised once, before timing), in a CUDA graph;
 - `quant`: the same plus the layer's query quantisation in every call, as
   `Attention.forward` runs it each decode step;
 - `ours_eager`, `quant_eager`: both without CUDA graphs (one launch per kernel, host
-  launch cost included), as a collector that times eager calls sees them.
+  launch cost included), as a collector that times eager calls sees them;
+- `field`: the collector's call timed as the field's attention collector times
+  `impl.forward`: one call per CUDA graph, six replays back to back, no launch spin
+  (`bench/gpu/field_timing.py`), so that each replay's launch can show in the time.
 
 `--analyse gap.jsonl --reference-dir $AIC_DATA` joins the rows with the field's H200 vLLM
 table and prints, per (backend, KV dtype, variant), the median ratio and the median
@@ -31,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import markdown_table
+from bench.gpu.field_timing import field_timing_ms
 from bench.gpu.gap_cli import check_mode, gap_parser, variant_rows, write_rows
 from bench.vllm_reference import TABLES, case_key
 from collector.attn_backends import AUTO
@@ -41,11 +45,12 @@ from collector.errors import UserError
 from collector.failures import classify_exception
 from collector.timing import Protocol, measure_cuda
 
-VARIANTS = {  # name -> (query quantisation timed, CUDA graphs)
-    "ours": (False, True),
-    "quant": (True, True),
-    "ours_eager": (False, False),
-    "quant_eager": (True, False),
+VARIANTS = {  # name -> (query quantisation timed, CUDA graphs, the field's timing loop)
+    "ours": (False, True, False),
+    "quant": (True, True, False),
+    "ours_eager": (False, False, False),
+    "quant_eager": (True, False, False),
+    "field": (False, True, True),
 }
 
 
@@ -61,16 +66,16 @@ def measure(
 ) -> dict[str, Any]:
     from collector.backends.vllm_attention import prepare_attention
 
-    timed_quant, graphs = VARIANTS[variant]
+    timed_quant, graphs, field_loop = VARIANTS[variant]
     row: dict[str, Any] = {"case_key": case.key, "params": case.params, "variant": variant}
     try:
         prepared = prepare_attention(runtime, case.op, case.params, timed_query_quant=timed_quant)
-        samples = measure_cuda(prepared, replace(protocol, use_graphs=graphs), clocks, None)
-        row.update(
-            kernel_source=prepared.kernel_source,
-            timing_mode=samples.timing_mode,
-            latency_ms=statistics.median(samples.ms),
-        )
+        if field_loop:
+            latency, mode = field_timing_ms(prepared.call, calls=1), "field-graph"
+        else:
+            samples = measure_cuda(prepared, replace(protocol, use_graphs=graphs), clocks, None)
+            latency, mode = statistics.median(samples.ms), samples.timing_mode
+        row.update(kernel_source=prepared.kernel_source, timing_mode=mode, latency_ms=latency)
     except Exception as exc:
         row.update(classification=classify_exception(exc), error=f"{type(exc).__name__}: {exc}")
     return row

@@ -35,6 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import markdown_table
+from bench.gpu.field_timing import field_timing_ms
 from bench.gpu.gap_cli import check_mode, gap_parser, variant_rows, write_rows
 from bench.vllm_reference import TABLES, case_key
 from collector.backends.base import Prepared
@@ -51,38 +52,13 @@ VARIANTS = {  # name -> (built under a default VllmConfig, the field's timing lo
     "table": (True, True),
 }
 DTYPES = ("bfloat16", "fp8")
-TABLE_LAYERS = 6  # the field's collector: six layers per graph, six replays
+TABLE_LAYERS = 6  # the field's GEMM collector: six layers per graph
 
 
 def gemm_cases(path: Path) -> list[Case]:
     """The GEMM cases of a case file whose dtype the variants cover."""
     cases = build_plan(("gemm",), case_file=path).cases
     return [c for c in cases if c.params["gemm_dtype"] in DTYPES]
-
-
-def table_timing_ms(call: Callable[[int], Any], layers: int = TABLE_LAYERS) -> float:
-    """The field's loop: warm up, capture `layers` calls in one graph, replay it `layers`
-    times back to back under one event pair; the mean per call."""
-    import torch
-
-    for i in range(3):
-        call(i)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(layers):
-            call(i)
-    torch.cuda.synchronize()
-    for _ in range(3):
-        graph.replay()
-    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-    start.record()
-    for _ in range(layers):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return float(start.elapsed_time(end)) / (layers * layers)
 
 
 def launched_kernels(call: Callable[[int], Any]) -> list[str]:
@@ -121,7 +97,7 @@ def measure(
         # The field's loop shares one input and six weights: no rotation beyond six layers.
         prepared = prepare(runtime, case, default_config, 0 if table_loop else l2)
         if table_loop:
-            latency = table_timing_ms(prepared.call)
+            latency = field_timing_ms(prepared.call, TABLE_LAYERS)
         else:
             latency = statistics.median(measure_cuda(prepared, protocol, clocks, None).ms)
         row.update(
