@@ -5,8 +5,11 @@ collector's config and under ours, on the CPU (vLLM's own classes on a pretend H
 
 Prints one JSON object: whether `QuantFP8` (vLLM's fused custom op) is enabled under a
 default `VllmConfig()` (the field's `collect_gemm.py`) and under the collector's
-`--enforce-eager` engine config, and the aten ops `QuantFP8.forward_native` dispatches for
-a static per-tensor scale (what runs when the custom op is off and nothing is compiled).
+`--enforce-eager` engine config; the aten ops `QuantFP8.forward_native` dispatches for a
+static and for a dynamic per-tensor scale (what runs when the custom op is off and nothing
+is compiled); and, for each variant of bench/gpu/gemm_gap.py, the fp8 layer it builds (the
+kernel vLLM selects, whether it holds a static input scale, which forward its quantisation
+op takes).
 docs/backends.md, "The fp8 GEMM gap". Its own process: the pretend platform must be in place
 before vLLM's config modules bind it.
 """
@@ -45,12 +48,15 @@ def quant_path() -> dict[str, Any]:
             return bool(QuantFP8.enabled())
 
     field, ours = VllmConfig(), cpu_runtime("quant-path").base_config
-    with set_current_vllm_config(field):
-        quant = QuantFP8(static=True, group_shape=GroupShape.PER_TENSOR)
-    x, scale = torch.randn(16, 256, dtype=torch.bfloat16), torch.tensor([0.01])
-    with _Ops() as seen:
-        out = quant.forward_native(x, scale)
-    out = out[0] if isinstance(out, tuple) else out
+    native = {}
+    for scheme, static in (("static", True), ("dynamic", False)):
+        with set_current_vllm_config(field):
+            quant = QuantFP8(static=static, group_shape=GroupShape.PER_TENSOR)
+        x, scale = torch.randn(16, 256, dtype=torch.bfloat16), torch.tensor([0.01])
+        with _Ops() as seen:
+            out = quant.forward_native(x, scale if static else None)
+        out = out[0] if isinstance(out, tuple) else out
+        native[scheme] = {"ops": seen.ops, "dtype": str(out.dtype)}
     return {
         "field_config": {
             "mode": int(field.compilation_config.mode),
@@ -62,9 +68,41 @@ def quant_path() -> dict[str, Any]:
             "custom_ops": list(ours.compilation_config.custom_ops),
             "quant_fp8_enabled": enabled(ours),
         },
-        "native_ops": seen.ops,
-        "native_dtype": str(out.dtype),
+        "native": native,
+        "gap_variants": gap_variant_layers(cpu_runtime("quant-path")),
     }
+
+
+def gap_variant_layers(runtime: Any) -> dict[str, dict[str, Any]]:
+    """Each gemm_gap variant's fp8 layer, as built on the CPU (kernels are not run)."""
+    import collector.backends.vllm_gemm as gemm
+    from bench.gpu.gemm_gap import VARIANTS, prepare
+    from collector.caseplan import Case
+
+    built: list[Any] = []
+    build = gemm.build_layer
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        built.append(build(*args, **kwargs))
+        return built[-1]
+
+    case = Case.build("gemm", {"gemm_dtype": "fp8", "m": 16, "n": 256, "k": 256})
+    layers: dict[str, dict[str, Any]] = {}
+    gemm.build_layer = keep
+    try:
+        for variant in VARIANTS:
+            built.clear()
+            prepared = prepare(runtime, case, variant, 0)
+            layer = built[0]
+            quant = layer.quant_method.fp8_linear.quant_fp8
+            layers[variant] = {
+                "kernel": prepared.kernel_source,
+                "static_input_scale": "input_scale" in dict(layer.named_parameters()),
+                "quant_forward": quant._forward_method.__name__,
+            }
+    finally:
+        gemm.build_layer = build
+    return layers
 
 
 def main() -> int:

@@ -75,13 +75,13 @@ def test_gemm_gap_takes_the_drawn_shapes_and_joins_the_table_by_dtype_and_varian
     table = [{**fp8, "latency": 0.010}, {**bf16, "latency": 0.020}]
     rows: list[dict[str, Any]] = [
         {"params": fp8, "variant": "ours", "latency_ms": 0.0088},
-        {"params": fp8, "variant": "default_config", "latency_ms": 0.0100},
+        {"params": fp8, "variant": "dynamic", "latency_ms": 0.0100},
         {"params": bf16, "variant": "ours", "latency_ms": 0.0200},
         {"params": {**fp8, "m": 999_999}, "variant": "ours", "latency_ms": 1.0},  # not in table
         {"params": bf16, "variant": "table", "error": "boom"},  # no latency: left out
     ]
     out = {(g["gemm_dtype"], g["variant"]): g for g in gemm_gap_table(rows, table)}
-    assert set(out) == {("fp8", "ours"), ("fp8", "default_config"), ("bfloat16", "ours")}
+    assert set(out) == {("fp8", "ours"), ("fp8", "dynamic"), ("bfloat16", "ours")}
     assert out[("fp8", "ours")]["cases"] == 1
     assert abs(out[("fp8", "ours")]["median_gap_us"] - 1.2) < 1e-9
-    assert abs(out[("fp8", "default_config")]["median_ratio"] - 1.0) < 1e-9
+    assert abs(out[("fp8", "dynamic")]["median_ratio"] - 1.0) < 1e-9

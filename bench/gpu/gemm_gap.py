@@ -5,19 +5,21 @@ Usage (repository root, vLLM installed from the offline bundle):
     python3 bench/gpu/gemm_gap.py --analyse gemm-gap.jsonl --reference-dir $AIC_DATA
 
 On the H200 our fp8 GEMMs ran at 0.88 of the field's table at the median of random shapes,
-bf16 at 1.00, with the same kernel (CutlassFP8ScaledMMLinearKernel). The field's collector
-(aiconfigurator's vLLM GEMM collector) differs from ours in two ways, each a variant here,
-timed on the same shapes (`--cases`, default the drawn fleet shapes):
+bf16 at 1.00, with the same kernel (CutlassFP8ScaledMMLinearKernel). The field's vLLM 0.24.0
+GEMM collector (aiconfigurator's `collect_gemm.py`) differs from ours in three ways for fp8
+(docs/backends.md, "The fp8 GEMM gap"), isolated by these variants on the same shapes
+(`--cases`, default the drawn fleet shapes):
 
-- `ours`: the collector's own prepared call and timing;
-- `default_config`: our layers built under a default `VllmConfig()`, as the field's collector
-  builds them (its compilation defaults leave vLLM's custom ops off, so the activation
-  quantisation may run as torch-native element-wise kernels instead of vLLM's fused one);
-- `ours_table_timing`: our layers, timed as the field's collector times: a CUDA graph of six
-  layers' forwards on one shared input, six back-to-back replays under one event pair, no
-  idle time, latency / 36;
-- `table`: both (its config and its timing).
+- `ours`: the collector's call (static per-tensor activation scale, vLLM's fused
+  quantisation kernel) and timing;
+- `dynamic`: a dynamic per-tensor activation scale, still vLLM's fused kernels (what
+  `vllm serve --quantization fp8 --enforce-eager` runs);
+- `dynamic_native`: the same built under the field collector's config (a default
+  `VllmConfig()`, custom ops off): the quantisation as unfused torch ops;
+- `field`: that, timed by the field's loop (six calls in one CUDA graph, six back-to-back
+  replays, no idle time, no launch spin: `bench/gpu/field_timing.py`).
 
+(The field's weights are a constant 0.01, ours random: not a variant here.)
 Each row also lists the CUDA kernels one call launches (torch.profiler), which names the
 quantisation kernels directly. `--analyse` prints, per (dtype, variant), the median of ours
 / table over the cases, and the variant whose ratio comes to 1.0 names the difference.
@@ -45,11 +47,11 @@ from collector.failures import classify_exception
 from collector.timing import Protocol, measure_cuda
 
 HERE = Path(__file__).resolve().parent
-VARIANTS = {  # name -> (built under a default VllmConfig, the field's timing loop)
-    "ours": (False, False),
-    "default_config": (True, False),
-    "ours_table_timing": (False, True),
-    "table": (True, True),
+VARIANTS = {  # name -> (activation scheme, the field's config, the field's timing loop)
+    "ours": ("static", False, False),
+    "dynamic": ("dynamic", False, False),
+    "dynamic_native": ("dynamic", True, False),
+    "field": ("dynamic", True, True),
 }
 DTYPES = ("bfloat16", "fp8")
 TABLE_LAYERS = 6  # the field's GEMM collector: six layers per graph
@@ -74,29 +76,42 @@ def launched_kernels(call: Callable[[int], Any]) -> list[str]:
     return [e.name for e in prof.events() if e.device_type.name == "CUDA"]
 
 
-def prepare(runtime: Any, case: Case, default_config: bool, l2_bytes: int) -> Prepared:
-    """Our GEMM preparation, under our config or under the field's default `VllmConfig()`."""
+def field_config() -> Any:
+    """The field collector's config: a default `VllmConfig()` (compilation defaults, so
+    vLLM's custom ops off) with the stand-in model config it sets."""
+    import torch
     from vllm.config import VllmConfig
 
+    config = VllmConfig()
+    if config.model_config is None:
+        config.model_config = SimpleNamespace(
+            dtype=torch.bfloat16,
+            hf_text_config=SimpleNamespace(model_type=""),
+            model="collector_dummy",
+        )
+    return config
+
+
+def prepare(runtime: Any, case: Case, variant: str, l2_bytes: int) -> Prepared:
+    """Our GEMM preparation with the variant's activation scheme and config."""
     from collector.backends.vllm_gemm import prepare_gemm
 
-    if not default_config:
-        return prepare_gemm(runtime, case.params, l2_bytes)
-    shim = SimpleNamespace(
-        building=runtime.building, base_config=VllmConfig(), device=runtime.device
-    )
-    return prepare_gemm(shim, case.params, l2_bytes)  # type: ignore[arg-type]
+    scheme, field, _ = VARIANTS[variant]
+    if not field:
+        return prepare_gemm(runtime, case.params, l2_bytes, scheme)
+    shim = SimpleNamespace(building=runtime.building, base_config=field_config())
+    shim.device = runtime.device
+    return prepare_gemm(shim, case.params, l2_bytes, scheme)  # type: ignore[arg-type]
 
 
 def measure(
     runtime: Any, case: Case, variant: str, protocol: Protocol, clocks: ClockReader, l2: int
 ) -> dict[str, Any]:
-    default_config, table_loop = VARIANTS[variant]
+    field_loop = VARIANTS[variant][2]
     row: dict[str, Any] = {"case_key": case.key, "params": case.params, "variant": variant}
     try:
-        # The field's loop shares one input and six weights: no rotation beyond six layers.
-        prepared = prepare(runtime, case, default_config, 0 if table_loop else l2)
-        if table_loop:
+        prepared = prepare(runtime, case, variant, l2)
+        if field_loop:
             latency = field_timing_ms(prepared.call, TABLE_LAYERS)
         else:
             latency = statistics.median(measure_cuda(prepared, protocol, clocks, None).ms)

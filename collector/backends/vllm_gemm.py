@@ -14,7 +14,9 @@ it dispatches is the one the quant method selected at `create_weights`.
   is not 0 (what vLLM 0.24.0 selects on an H200).
 
 The fp8 row uses a static per-tensor activation scale, as FP8 checkpoints with
-`activation_scheme: static` do and as the field's tables were collected.
+`activation_scheme: static` do. The field's vLLM 0.24.0 table times a dynamic one (and
+vLLM's unfused native quantisation): docs/backends.md, "The fp8 GEMM gap";
+`activation_scheme="dynamic"` builds that layer for bench/gpu/gemm_gap.py.
 """
 
 from __future__ import annotations
@@ -37,13 +39,13 @@ from collector.backends.vllm_support import (
 GEMM_DTYPES = ("bfloat16", "fp8", "fp8_block")
 
 
-def quant_config(gemm_dtype: str) -> Any:
+def quant_config(gemm_dtype: str, activation_scheme: str = "static") -> Any:
     from vllm.model_executor.layers.quantization.fp8 import Fp8Config
 
     if gemm_dtype == "bfloat16":
         return None
     if gemm_dtype == "fp8":
-        return Fp8Config(is_checkpoint_fp8_serialized=True, activation_scheme="static")
+        return Fp8Config(is_checkpoint_fp8_serialized=True, activation_scheme=activation_scheme)
     if gemm_dtype == "fp8_block":
         return Fp8Config(
             is_checkpoint_fp8_serialized=True,
@@ -69,7 +71,13 @@ def checkpoint(
 
 
 def build_layer(
-    rt: VllmRuntime, gemm_dtype: str, n: int, k: int, x: torch.Tensor, gen: torch.Generator
+    rt: VllmRuntime,
+    gemm_dtype: str,
+    n: int,
+    k: int,
+    x: torch.Tensor,
+    gen: torch.Generator,
+    activation_scheme: str = "static",
 ) -> torch.nn.Module:
     from vllm.model_executor.layers.linear import RowParallelLinear
 
@@ -79,7 +87,7 @@ def build_layer(
             output_size=n,
             bias=False,
             params_dtype=torch.bfloat16,
-            quant_config=quant_config(gemm_dtype),
+            quant_config=quant_config(gemm_dtype, activation_scheme),
             prefix="model.layers.0.mlp.down_proj",
             return_bias=False,
             disable_tp=True,
@@ -130,7 +138,9 @@ def kernel_source(layer: torch.nn.Module, m: int) -> str:
     )
 
 
-def prepare_gemm(rt: VllmRuntime, p: dict[str, Any], l2_bytes: int) -> Prepared:
+def prepare_gemm(
+    rt: VllmRuntime, p: dict[str, Any], l2_bytes: int, activation_scheme: str = "static"
+) -> Prepared:
     m, n, k, gemm_dtype = int(p["m"]), int(p["n"]), int(p["k"]), str(p["gemm_dtype"])
     if gemm_dtype not in GEMM_DTYPES:
         raise NotImplementedError(f"the vllm backend has no GEMM for gemm_dtype {gemm_dtype!r}")
@@ -143,7 +153,7 @@ def prepare_gemm(rt: VllmRuntime, p: dict[str, Any], l2_bytes: int) -> Prepared:
         torch.randn(m, k, generator=gen, device=rt.device, dtype=torch.float32).to(torch.bfloat16)
         for _ in range(copies)
     ]
-    layers = [build_layer(rt, gemm_dtype, n, k, x, gen) for x in xs]
+    layers = [build_layer(rt, gemm_dtype, n, k, x, gen, activation_scheme) for x in xs]
     source = kernel_source(layers[0], m)
 
     def call(i: int) -> torch.Tensor:
