@@ -13,6 +13,7 @@ Built once on a connected machine from a spec (`images/vllm-bundle.yaml`):
 Install on the runner (`bench/gpu/install_bundle.sh` does all of it):
     cat *.part* > bundle.tar && sha256sum -c PARTS.sha256 && tar -xf bundle.tar
     pip install --no-index --no-deps --target DIR bundle/wheels/*.whl
+    export PYTHONPATH=$(cat DIR/.pythonpath)   # DIR and the folders its .pth files name
 """
 
 from __future__ import annotations

@@ -34,19 +34,25 @@ def make_wheel(
     requires: list[str] = (),  # type: ignore[assignment]
     payload: int = 0,
     tag: str = "py3-none-any",
+    behind_pth: str = "",
 ) -> Path:
-    """A minimal valid wheel; `payload` adds incompressible bytes to make it big."""
+    """A minimal valid wheel; `payload` adds incompressible bytes to make it big;
+    `behind_pth` puts the package in that folder, named by a `.pth` file (as
+    nvidia-cutlass-dsl does), so it imports only where `.pth` files are read."""
     folder.mkdir(parents=True, exist_ok=True)
     dist = name.replace("-", "_")
     path = folder / f"{dist}-{version}-{tag}.whl"
     info = f"{dist}-{version}.dist-info"
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
     meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    package = f"{behind_pth}/{dist}" if behind_pth else dist
     files = {
-        f"{dist}/__init__.py": f"VERSION = {version!r}\n".encode(),
+        f"{package}/__init__.py": f"VERSION = {version!r}\n".encode(),
         f"{info}/METADATA": meta.encode(),
         f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
     }
+    if behind_pth:
+        files[f"{dist}.pth"] = f"# where the package lives\n{behind_pth}\n".encode()
     if payload:
         files[f"{dist}/blob.bin"] = os.urandom(payload)
     record = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
@@ -92,7 +98,7 @@ def index(tmp_path: Path, payload: int = 0, dep_version: str = "2.0") -> Path:
         ],
         payload=payload,
     )
-    make_wheel(links, "dep-a", dep_version, ["numpy"])
+    make_wheel(links, "dep-a", dep_version, ["numpy"], behind_pth="dep_a_libs/python")
     return links
 
 
@@ -269,14 +275,20 @@ def test_stage_and_install_scripts(tmp_path: Path) -> None:
     proc = _sh("install_bundle.sh", "stage", "site", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "installed fakefw 1.0 and 2 wheels" in proc.stdout
-    assert f"export PYTHONPATH={target}" in proc.stdout
-    check = subprocess.run(
-        [sys.executable, "-c", "import fakefw, dep_a; print(fakefw.VERSION, dep_a.VERSION)"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(target)},
-    )
-    assert check.stdout.split() == ["1.0", "2.0"]
+    # dep_a lives behind a .pth file, which Python skips in a folder on PYTHONPATH: the
+    # installer's path names that folder too.
+    pythonpath = (target / ".pythonpath").read_text().strip()
+    assert pythonpath == f"{target}:{target / 'dep_a_libs' / 'python'}"
+    assert f"export PYTHONPATH={pythonpath}" in proc.stdout
+    code = "import fakefw, dep_a; print(fakefw.VERSION, dep_a.VERSION)"
+    for path, expected in ((str(target), "No module named 'dep_a'"), (pythonpath, "1.0 2.0")):
+        check = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        assert expected in check.stdout + check.stderr
 
 
 @pytest.mark.slow

@@ -3,13 +3,15 @@
 #
 #   bash bench/gpu/install_bundle.sh                 # /tmp/stage -> /tmp/site
 #   bash bench/gpu/install_bundle.sh STAGE TARGET
-#   export PYTHONPATH=TARGET                         # then vLLM imports from TARGET
+#   export PYTHONPATH=$(cat TARGET/.pythonpath)      # then vLLM imports from TARGET
 #
 # Checks, in order: every part listed in PARTS.sha256 is staged (else lists the missing
 # ones, exit 3), each part's sha256, the joined tar's sha256, each wheel's sha256 against
 # the bundle's SHA256SUMS; then `pip install --no-index --no-deps --target TARGET` and a
-# check that the installed framework has the bundle's version. PYTHON picks the
-# interpreter (default python3).
+# check that the installed framework has the bundle's version. A `--target` folder on
+# PYTHONPATH is not a site directory, so Python skips its `.pth` files (nvidia-cutlass-dsl,
+# which FA4 imports as `cutlass`, lives behind one): their folders are added to the path
+# written to TARGET/.pythonpath. PYTHON picks the interpreter (default python3).
 set -euo pipefail
 stage=${1:-${STAGE:-/tmp/stage}}
 target=${2:-${TARGET:-/tmp/site}}
@@ -36,7 +38,23 @@ read -r framework version < <("$python" -c 'import json,sys; m=json.load(open("b
 start=$(date +%s)
 "$python" -m pip install --quiet --no-index --no-deps --no-compile --disable-pip-version-check \
   --upgrade --target "$target" bundle/wheels/*.whl
-installed=$(PYTHONPATH="$target" "$python" -c "import importlib.metadata as m; print(m.version('$framework'))")
+# The target, then each folder a .pth file names (its `import` lines are hooks: skipped).
+pythonpath=$("$python" - "$target" <<'PY'
+import pathlib, sys
+target = pathlib.Path(sys.argv[1])
+paths = [str(target)]
+for pth in sorted(target.glob("*.pth")):
+    for line in pth.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "import ", "import\t")):
+            folder = (target / line).resolve()
+            if folder.is_dir() and str(folder) not in paths:
+                paths.append(str(folder))
+print(":".join(paths))
+PY
+)
+echo "$pythonpath" > "$target/.pythonpath"
+installed=$(PYTHONPATH="$pythonpath" "$python" -c "import importlib.metadata as m; print(m.version('$framework'))")
 [ "$installed" = "$version" ] || die "$framework $installed installed, bundle says $version" 5
 echo "installed $framework $installed and $(ls bundle/wheels | wc -l) wheels into $target in $(( $(date +%s) - start )) s"
-echo "export PYTHONPATH=$target"
+echo "export PYTHONPATH=$pythonpath"

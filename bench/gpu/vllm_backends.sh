@@ -16,7 +16,7 @@ RUNS=${RUNS:-/tmp/runs}
 OUT=${OUT:-/tmp/out}
 SITE=${SITE:-/tmp/site}
 export PYTHON=${PYTHON:-python3}
-export PYTHONUNBUFFERED=1 PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$(cat "$SITE/.pythonpath" 2>/dev/null || echo "$SITE"):$PWD${PYTHONPATH:+:$PYTHONPATH}"
 ATTN=context_attention,generation_attention
 cmd=${1:-}
 shift || true

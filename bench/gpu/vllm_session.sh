@@ -20,7 +20,7 @@ RUNS=${RUNS:-/tmp/runs}
 OUT=${OUT:-/tmp/out}
 export PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$(cat "$SITE/.pythonpath" 2>/dev/null || echo "$SITE"):$PWD${PYTHONPATH:+:$PYTHONPATH}"
 cmd=${1:-}
 shift || true
 case "$cmd" in
