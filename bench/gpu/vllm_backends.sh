@@ -3,6 +3,7 @@
 #
 #   bash bench/gpu/vllm_backends.sh grid FLASH_ATTN   # vllm-backends set through FA3 (FA4 at 512)
 #   bash bench/gpu/vllm_backends.sh grid FLASHINFER   # the same shapes through FlashInfer
+#   bash bench/gpu/vllm_backends.sh fa4               # the head_dim-512 cases through FA4 alone
 #   bash bench/gpu/vllm_backends.sh fp8               # the field's fp8-KV FlashInfer scenario
 #   bash bench/gpu/vllm_backends.sh alignment         # the FP8-KV alignment tests, real vLLM
 #   bash bench/gpu/vllm_backends.sh gap               # the decode-gap variants (decode_gap.py)
@@ -25,6 +26,9 @@ case "$cmd" in
     backend=${1:?grid needs FLASH_ATTN or FLASHINFER}; shift
     bash bench/gpu/vllm_session.sh collect "grid-$backend" "$ATTN" --case-set vllm-backends \
       --case-filter "attn_backend=$backend" --runs 3 "$@" ;;
+  fa4)
+    bash bench/gpu/vllm_session.sh collect fa4 "$ATTN" --case-set vllm-backends \
+      --case-filter "attn_backend=FLASH_ATTN,head_dim=512" --runs 3 "$@" ;;
   fp8)
     bash bench/gpu/vllm_session.sh collect fp8-flashinfer "$ATTN" --case-set vllm-fp8-flashinfer \
       --runs 3 "$@" ;;
@@ -39,8 +43,8 @@ case "$cmd" in
     "$PYTHON" bench/gpu/decode_gap.py --out "$OUT/gap.jsonl" --attn-backend auto \
       --attn-backend FLASHINFER "$@" 2>&1 | tee "$OUT/gap.log" ;;
   report)
-    "$PYTHON" -m bench.gpu.backend_grid "$RUNS"/grid-* "$RUNS"/fp8-flashinfer 2>&1 \
+    "$PYTHON" -m bench.gpu.backend_grid "$RUNS"/*/ 2>&1 \
       | tee "$OUT/grid.md" ;;
   *)
-    sed -n '2,12p' "$0"; exit 2 ;;
+    sed -n '2,13p' "$0"; exit 2 ;;
 esac
