@@ -1,12 +1,12 @@
 """Real scale: import two aiconfigurator GEMM tables (vLLM 0.19.0 and 0.24.0 on H200), compare.
 
-Usage: python -m bench.bench_import_aic [--data ../shared/data/aiconfigurator] [--cli]
+Usage: python -m bench.bench_import_aic [--data DIR] [--cli]
 
-Reads the tables from the shared data directory at run time (they are never copied into the
-repository). Prints one JSON object: seconds per stage in one process, and with --cli also
-the wall time of the three commands a user types (`collectbot import-aic` twice, then
-`collectbot compare`), plus matched / added / removed cases, per-dtype geometric-mean
-ratios and the dispatch (kernel_source) changes.
+Reads the tables from `--data` (default `$COLLECTBOT_AIC_DATA`) at run time (they are never
+copied into the repository). Prints one JSON object: seconds per stage in one process, and
+with --cli also the wall time of the three commands a user types (`collectbot import-aic`
+twice, then `collectbot compare`), plus matched / added / removed cases, per-dtype
+geometric-mean ratios and the dispatch (kernel_source) changes.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import reference_data
 from bot.compare.comparison import compare_runs
 from bot.importers.aic import import_aic
 from bot.render.comment import render_comment
 from collector.record import read_record
 
-# The shared data directory sits beside the repository (../shared from its root).
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "aiconfigurator"
 OLD = "h200_sxm_gemm_vllm_0.19.0_gemm_perf.parquet"
 NEW = "h200_sxm_gemm_vllm_0.24.0_gemm_perf.parquet"
 
@@ -95,10 +94,10 @@ def run(data: Path, root: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=reference_data.default_dir())
     parser.add_argument("--cli", action="store_true", help="also time the CLI commands")
     args = parser.parse_args()
-    data = args.data.resolve()
+    data = reference_data.require(args.data, "--data").resolve()
     for name in (OLD, NEW):
         if not (data / name).is_file():
             sys.exit(f"error: {data / name}: not found (pass --data)")

@@ -3,7 +3,7 @@ cases on the same machine, and the field's H200 vLLM tables.
 
 Usage:
     python -m bench.flashinfer_reference FI_RECORD [FI_RECORD ...]
-        [--against RECORD ...] [--reference-dir ../shared/data/aiconfigurator]
+        [--against RECORD ...] [--reference-dir DIR]
         [--version 0.24.0] [--no-tables] [--json out.json] [--markdown out.md]
 
 Records are run record directories or tars of one (as `bench/gpu/flashinfer_session.sh`
@@ -29,8 +29,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from bench import reference_data
 from bench.vllm_reference import (
-    DEFAULT_REFERENCE_DIR,
     TABLES,
     GroupResult,
     compare_rows,
@@ -113,7 +113,7 @@ def main() -> None:
         default=[],
         help="Another backend's record of the same cases (dir or tar); repeatable.",
     )
-    parser.add_argument("--reference-dir", type=Path, default=DEFAULT_REFERENCE_DIR)
+    parser.add_argument("--reference-dir", type=Path, default=reference_data.default_dir())
     parser.add_argument("--version", default="0.24.0", help="vLLM version of the tables.")
     parser.add_argument("--no-tables", action="store_true", help="Skip the field's tables.")
     parser.add_argument("--json", type=Path, help="Also write the results as JSON.")
@@ -125,7 +125,7 @@ def main() -> None:
         reference, ref_labels = load_rows([path])
         sections.append((f"{ref_labels[0]} ({path.name})", compare(ours, reference)))
     if not args.no_tables:
-        tables = table_rows(args.reference_dir, args.version, sorted(ours))
+        tables = table_rows(reference_data.require(args.reference_dir), args.version, sorted(ours))
         if tables:
             title = f"aiconfigurator H200 vLLM {args.version} tables"
             sections.append((title, compare(ours, tables)))

@@ -2,7 +2,7 @@
 
 Usage:
     python -m bench.vllm_reference RUN_DIR [RUN_DIR ...] [--smoke smoke.jsonl]
-        [--reference-dir ../shared/data/aiconfigurator] [--version 0.24.0] [--json out.json]
+        [--reference-dir DIR] [--version 0.24.0] [--json out.json]
 
 Joins each row (from run records, or from `bench/gpu/vllm_smoke.py` JSON lines) with the
 reference row of the same op and case fields, then reports per (op, dtype): matched rows,
@@ -22,11 +22,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from bench import reference_data
 from bench.common import markdown_table
 from collector.ops import get_op
 from collector.record import read_record
 
-DEFAULT_REFERENCE_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "aiconfigurator"
 TABLES = {
     "gemm": "h200_sxm_gemm_vllm_{v}_gemm_perf.parquet",
     "context_attention": "h200_sxm_attention_vllm_{v}_context_attention_perf.parquet",
@@ -143,10 +143,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="*", type=Path, help="Run record directories.")
     parser.add_argument("--smoke", type=Path, help="JSON lines from bench/gpu/vllm_smoke.py.")
-    parser.add_argument("--reference-dir", type=Path, default=DEFAULT_REFERENCE_DIR)
+    parser.add_argument("--reference-dir", type=Path, default=reference_data.default_dir())
     parser.add_argument("--version", default="0.24.0", help="vLLM version of the tables.")
     parser.add_argument("--json", type=Path, help="Also write the results as JSON.")
     args = parser.parse_args()
+    reference_dir = reference_data.require(args.reference_dir)
     rows: dict[str, list[dict[str, Any]]] = {}
     sources = [rows_from_record(p) for p in args.runs]
     if args.smoke:
@@ -156,7 +157,7 @@ def main() -> None:
             rows.setdefault(op, []).extend(op_rows)
     results: list[GroupResult] = []
     for op in sorted(rows):
-        table = args.reference_dir / TABLES[op].format(v=args.version)
+        table = reference_dir / TABLES[op].format(v=args.version)
         results += compare_rows(op, rows[op], pq.read_table(table).to_pylist())
     print(markdown(results))
     for g in results:

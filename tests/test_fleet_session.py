@@ -11,7 +11,7 @@ import pytest
 from bench.gpu import fleet_session as fs
 from collector.caseplan import build_plan
 
-TABLE = fs.REFERENCE_DIR / fs.REFERENCE
+TABLE = fs.default_table() or Path("unset")
 
 
 @pytest.mark.skipif(not TABLE.is_file(), reason="the H200 reference table is not here")

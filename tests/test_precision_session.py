@@ -17,7 +17,7 @@ from bench.gpu import precision_session as ps
 from collector.caseplan import build_plan
 from collector.record import read_record
 
-TABLE = fs.REFERENCE_DIR / fs.REFERENCE
+TABLE = fs.default_table() or Path("unset")
 KERNEL = {"bfloat16": "torch.nn.functional.linear", "float32": "torch.nn.functional.linear"}
 
 

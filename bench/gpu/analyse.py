@@ -1,6 +1,6 @@
 """Analyse an H200 protocol session: A/A flags, canary detection, realism, cost.
 
-    python -m bench.gpu.analyse SESSION_DIR [--aic-dir ../shared/data/aiconfigurator]
+    python -m bench.gpu.analyse SESSION_DIR [--aic-dir DIR]
 
 SESSION_DIR holds run records A, B (and C, the canary run). Prints one JSON document.
 """
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from bench import reference_data
 from bot.compare.comparison import Comparison, compare_runs
 from collector.caseplan import Case, CaseSelector
 from collector.record import RunRecord, read_record
@@ -173,14 +174,14 @@ def _realism(rec: RunRecord, aic_dir: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("session", type=Path)
-    parser.add_argument("--aic-dir", type=Path, default=Path("../shared/data/aiconfigurator"))
+    parser.add_argument("--aic-dir", type=Path, default=reference_data.default_dir())
     args = parser.parse_args()
     a, b = read_record(args.session / "A"), read_record(args.session / "B")
     report: dict[str, Any] = {
         "device": a.meta["device"].get("name"),
         "aa": _flags(compare_runs(a, b)),
         "cost": {"A": _cost(a), "B": _cost(b)},
-        "realism": _realism(a, args.aic_dir),
+        "realism": _realism(a, reference_data.require(args.aic_dir, "--aic-dir")),
         "throttled_rows": int(
             sum(
                 int(np.sum(t.column("throttled").to_numpy(zero_copy_only=False)))

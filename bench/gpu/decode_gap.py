@@ -1,7 +1,8 @@
 """The decode gap: what the field's decode latency holds that ours does not, measured on a GPU.
 
 Usage (repository root, vLLM installed from the offline bundle):
-    PYTHONUNBUFFERED=1 PYTHONPATH=$(cat /tmp/site/.pythonpath):. python3 bench/gpu/decode_gap.py --out $OUT/gap.jsonl
+    PYTHONUNBUFFERED=1 PYTHONPATH=$(cat /tmp/site/.pythonpath):. \\
+        python3 bench/gpu/decode_gap.py --out $OUT/gap.jsonl
 
 For every generation-attention case of the built-in `vllm` set (and the same shapes through
 each `--attn-backend`), it times five variants of the same prepared case, and writes one

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from bench import reference_data
 from bot.compare.comparison import Baseline, Comparison, compare_runs
 from bot.compare.stats import Settings
 from bot.compare.store_baseline import baseline_from_store
@@ -55,7 +56,6 @@ from collector.timing import Protocol
 HERE = Path(__file__).resolve().parent
 CASE_FILE = HERE / "fleet_cases.yaml"
 REFERENCE = "h200_sxm_gemm_vllm_0.24.0_gemm_perf.parquet"
-REFERENCE_DIR = Path("/work/shared/data/aiconfigurator")
 DTYPES = ("bfloat16", "fp8")
 # Shapes drawn from: reference latency 5 us to 3 ms, operands under 1 GiB (a phase's budget).
 MIN_MS, MAX_MS, MAX_BYTES = 0.005, 3.0, 1 << 30
@@ -78,6 +78,12 @@ TEST_PROTOCOL = Protocol(
 )
 _T0 = time.monotonic()
 
+
+
+def default_table() -> Path | None:
+    """The field's vLLM 0.24.0 H200 GEMM table in `$COLLECTBOT_AIC_DATA`, None if unset."""
+    folder = reference_data.default_dir()
+    return folder / REFERENCE if folder else None
 
 def say(text: str) -> None:
     stamp = datetime.now(UTC).strftime("%H:%M:%S")
@@ -533,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
     d = sub.add_parser("draw")
-    d.add_argument("--table", type=Path, default=REFERENCE_DIR / REFERENCE)
+    d.add_argument("--table", type=Path, default=default_table())
     d.add_argument("--seed", type=int, default=26)
     d.add_argument("--count", type=int, default=64)
     d.add_argument("--out", type=Path, default=CASE_FILE)
@@ -547,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--recompute", action="store_true")
     args = parser.parse_args(argv)
     if args.step == "draw":
+        args.table = reference_data.require(args.table, "--table")
         if not args.table.is_file():
             print(f"error: {args.table}: reference table not found", file=sys.stderr)
             return 2

@@ -1,7 +1,8 @@
 """The fp8 GEMM gap: what the field's vLLM GEMM latency holds that ours does not, on a GPU.
 
 Usage (repository root, vLLM installed from the offline bundle):
-    PYTHONUNBUFFERED=1 PYTHONPATH=$(cat /tmp/site/.pythonpath):. python3 bench/gpu/gemm_gap.py --out $OUT/gap.jsonl
+    PYTHONUNBUFFERED=1 PYTHONPATH=$(cat /tmp/site/.pythonpath):. \\
+        python3 bench/gpu/gemm_gap.py --out $OUT/gap.jsonl
     python3 bench/gpu/gemm_gap.py --analyse gemm-gap.jsonl --reference-dir $AIC_DATA
 
 On the H200 our fp8 GEMMs ran at 0.88 of the field's table at the median of random shapes,

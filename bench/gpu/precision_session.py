@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import reference_data
 from bench.gpu import fleet_session as fs
 from bench.vllm_reference import case_key, compare_rows
 from bot.compare.comparison import Baseline, compare_runs
@@ -501,7 +502,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="step", required=True)
     d = sub.add_parser("draw")
-    d.add_argument("--table", type=Path, default=fs.REFERENCE_DIR / fs.REFERENCE)
+    d.add_argument("--table", type=Path, default=fs.default_table())
     d.add_argument("--seed", type=int, default=22)
     d.add_argument("--count", type=int, default=210)
     d.add_argument("--out", type=Path, default=CASE_FILE)
@@ -515,13 +516,15 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--runs", type=int, default=FIXED_RUNS)
     a = sub.add_parser("analyse")
     a.add_argument("dir", type=Path)
-    a.add_argument("--table", type=Path, default=fs.REFERENCE_DIR / fs.REFERENCE)
+    a.add_argument("--table", type=Path, default=fs.default_table())
     a.add_argument("--markdown", type=Path, default=None)
     return p
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """One step; bad input raises UserError."""
+    if args.step in ("draw", "analyse") and args.table is None:
+        raise UserError(f"no reference table: pass --table or set {reference_data.ENV}")
     if args.step in ("draw", "analyse") and not args.table.is_file():
         raise UserError(f"{args.table}: reference table not found")
     if args.step == "draw":

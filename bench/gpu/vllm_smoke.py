@@ -1,7 +1,8 @@
 """Exercise every vLLM path of the vllm backend once, on a GPU, before a full collection.
 
 Usage (repository root, vLLM installed, e.g. from the offline bundle):
-    PYTHONUNBUFFERED=1 PYTHONPATH=$(cat /tmp/site/.pythonpath):. python3 bench/gpu/vllm_smoke.py --out $OUT/smoke.jsonl
+    PYTHONUNBUFFERED=1 PYTHONPATH=$(cat /tmp/site/.pythonpath):. \\
+        python3 bench/gpu/vllm_smoke.py --out $OUT/smoke.jsonl
 
 For each case of the built-in `vllm-smoke` sets (bf16, fp8 and the three block-FP8 GEMM
 leaves; context and generation attention with bf16 and fp8 KV caches) it prints and writes
