@@ -92,7 +92,7 @@ def test_no_file_cites_design_notes_sessions_or_probes() -> None:
 def test_the_patterns_catch_what_they_are_for() -> None:
     assert CITATION.search("see " + "DESIGN" + ".md section 6")
     assert CITATION.search("(probe 11 and session 8)")
-    assert CITATION.search("REFERENCE = Path(\"/work/" + "shared/data\")")
+    assert CITATION.search('REFERENCE = Path("/work/' + 'shared/data")')
     assert CITATION.search("noise probes 5 and 6")
     assert not CITATION.search("the version probe did not answer; a GPU session's harness")
     assert not CITATION.search("touch /probe 2>/dev/null")

@@ -135,14 +135,12 @@ def test_ensure_builds_verifies_and_then_reuses(
     assert "Step 6/" in (workdir / "build-1.log").read_text()
     # Unchanged inputs: the same tag, reused without building.
     out = workdir / "image-2.json"
-    started = time.monotonic()
     result = image_ensure(manifest, base, repository, "--out", str(out))
     assert result.exit_code == 0, result.output
     second = json.loads(out.read_text())
     assert second["built"] is False and second["id"] == first["id"]
     assert second["ref"] == first["ref"] and second["content_hash"] == first["content_hash"]
     assert "reused:" in result.output
-    assert time.monotonic() - started < 60
     result = runner.invoke(app, ["image", "verify", first["ref"], "--manifest", str(manifest)])
     assert result.exit_code == 0, result.output
     assert "vllm 0.24.0" in result.stdout and "torch CUDA none (CPU build)" in result.stdout

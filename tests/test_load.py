@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,7 +154,6 @@ def test_fifty_prs_labelled_at_once_get_one_comment_each(
 
     threads = []
     procs: list[tuple[Run, subprocess.Popen[str]]] = []
-    t0 = time.monotonic()
     for run in runs:
         i = run.pr - 100
         if i in BY_PROCESS:
@@ -191,7 +189,6 @@ def test_fifty_prs_labelled_at_once_get_one_comment_each(
             errors.append(f"{run.run_id}: exit {proc.returncode}: {out.strip()}")
         else:
             results[run.run_id] = out.split()[1]  # "comment: created 123 ..."
-    seconds = time.monotonic() - t0
     assert not errors, "\n".join(errors)
     # No lost run: each one published, or stale behind the newer run of its PR.
     assert len(results) == len(runs)
@@ -219,4 +216,3 @@ def test_fifty_prs_labelled_at_once_get_one_comment_each(
     # The faults were met and survived.
     assert any(r.status == 502 for r in gh.requests("GET", r"/pulls/1\d\d$"))
     assert any(r.status == 403 for r in gh.requests("POST", r"/statuses/"))
-    assert seconds < 90, f"the storm took {seconds:.0f} s"

@@ -79,11 +79,11 @@ TEST_PROTOCOL = Protocol(
 _T0 = time.monotonic()
 
 
-
 def default_table() -> Path | None:
     """The field's vLLM 0.24.0 H200 GEMM table in `$COLLECTBOT_AIC_DATA`, None if unset."""
     folder = reference_data.default_dir()
     return folder / REFERENCE if folder else None
+
 
 def say(text: str) -> None:
     stamp = datetime.now(UTC).strftime("%H:%M:%S")
