@@ -8,10 +8,10 @@
 # Checks, in order: every part listed in PARTS.sha256 is staged (else lists the missing
 # ones, exit 3), each part's sha256, the joined tar's sha256, each wheel's sha256 against
 # the bundle's SHA256SUMS; then `pip install --no-index --no-deps --target TARGET` and a
-# check that the installed framework has the bundle's version. A `--target` folder on
-# PYTHONPATH is not a site directory, so Python skips its `.pth` files (nvidia-cutlass-dsl,
-# which FA4 imports as `cutlass`, lives behind one): their folders are added to the path
-# written to TARGET/.pythonpath. PYTHON picks the interpreter (default python3).
+# check that the installed framework has the bundle's version. `site_path.py` writes
+# TARGET/.pythonpath (a --target folder's .pth files are not read from PYTHONPATH) and fails
+# (exit 6) when a module a wheel ships is not found on it. PYTHON picks the interpreter
+# (default python3).
 set -euo pipefail
 stage=${1:-${STAGE:-/tmp/stage}}
 target=${2:-${TARGET:-/tmp/site}}
@@ -20,6 +20,7 @@ die() { echo "error: $*" >&2; exit "${2:-2}"; }
 [ -f "$stage/PARTS.sha256" ] || die "$stage/PARTS.sha256 not found (stage a part first)"
 mkdir -p "$target"
 target=$(cd "$target" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
 cd "$stage"
 mapfile -t parts < <(awk '$2 ~ /\.part[0-9]+of[0-9]+$/ {print $2}' PARTS.sha256 | sort)
 tarname=$(awk '$2 ~ /\.tar$/ {print $2}' PARTS.sha256)
@@ -38,22 +39,8 @@ read -r framework version < <("$python" -c 'import json,sys; m=json.load(open("b
 start=$(date +%s)
 "$python" -m pip install --quiet --no-index --no-deps --no-compile --disable-pip-version-check \
   --upgrade --target "$target" bundle/wheels/*.whl
-# The target, then each folder a .pth file names (its `import` lines are hooks: skipped).
-pythonpath=$("$python" - "$target" <<'PY'
-import pathlib, sys
-target = pathlib.Path(sys.argv[1])
-paths = [str(target)]
-for pth in sorted(target.glob("*.pth")):
-    for line in pth.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "import ", "import\t")):
-            folder = (target / line).resolve()
-            if folder.is_dir() and str(folder) not in paths:
-                paths.append(str(folder))
-print(":".join(paths))
-PY
-)
-echo "$pythonpath" > "$target/.pythonpath"
+# TARGET/.pythonpath: the target and the folders its .pth files name; each wheel's modules found.
+pythonpath=$("$python" "$here/site_path.py" "$target" bundle/wheels/*.whl) || exit 6
 installed=$(PYTHONPATH="$pythonpath" "$python" -c "import importlib.metadata as m; print(m.version('$framework'))")
 [ "$installed" = "$version" ] || die "$framework $installed installed, bundle says $version" 5
 echo "installed $framework $installed and $(ls bundle/wheels | wc -l) wheels into $target in $(( $(date +%s) - start )) s"
