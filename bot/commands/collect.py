@@ -45,8 +45,7 @@ def _ops(value: str) -> tuple[str, ...]:
 @settings_options(Dispatch, "dispatch")
 def collect(
     out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Run record directory to write (new or empty)."),
+        Path | None, typer.Option("--out", help="Run record directory to write (new or empty).")
     ] = None,
     backend: Annotated[
         str,
@@ -84,8 +83,7 @@ def collect(
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     # Collection inside the pinned image (bot/images/container.py).
     image: Annotated[
-        str | None,
-        typer.Option(help="Collect inside this image (from `collectbot image ensure`)."),
+        str | None, typer.Option(help="Collect inside this image (from `collectbot image ensure`).")
     ] = None,
     cache_dir: Annotated[
         Path | None,

@@ -48,8 +48,7 @@ def publish(
         ),
     ] = None,
     if_present: Annotated[
-        bool,
-        typer.Option(help="With --result: exit 0 with a note when the run left no result."),
+        bool, typer.Option(help="With --result: exit 0 with a note when the run left no result.")
     ] = False,
     verdict: VerdictOptions = VerdictOptions(),
     report: Annotated[
