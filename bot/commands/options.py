@@ -346,6 +346,37 @@ class PullOptions:
 
 
 @dataclass(frozen=True)
+class ResultLinks:
+    """`publish --result`: the run store that keeps each pull request's runs, and where the
+    store's site is served, for the comment it renders."""
+
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="COLLECTBOT_STORE",
+            help="With --result: the run store whose pulls/ namespace keeps each PR's runs, "
+            "for the comment's 'since the previous run of this PR' (env COLLECTBOT_STORE).",
+        ),
+    ] = None
+    site_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="COLLECTBOT_SITE_URL",
+            help="With --result: where the store's `collectbot site` is served (https): the "
+            "comment's trends link to each case's page.",
+        ),
+    ] = None
+
+    def checked(self) -> tuple[str | None, str | None]:
+        """The store and the site's address (checked), None where not given."""
+        from bot.render.comment import check_site_url
+
+        check_site_url(self.site_url or None)
+        return self.store or None, self.site_url or None
+
+
+@dataclass(frozen=True)
 class CasePlan:
     """`collect`'s cases: the case file and set, a filter, a limit, a shard and the rules."""
 
