@@ -132,7 +132,6 @@ def collect(
         # runs inside the container, where the framework is installed.
         preflight(backend)
     case_plan.check_file()
-    canary = canaries.canary()
     cfg = CollectConfig(
         out=out or Path("."),
         backend=backend,
@@ -140,7 +139,7 @@ def collect(
         device=device,
         **case_plan.config(),
         protocol=replace(protocol, min_runs=min(protocol.min_runs, protocol.runs)),
-        canary=canary,
+        canary=canaries.canary(),
         resume=resume,
         quiet=quiet,
         workers=workers,
