@@ -129,6 +129,10 @@ class WorkflowRun:
             self.run_attempt if self.run_attempt is not None else env_int("GITHUB_RUN_ATTEMPT", 1)
         )
 
+    def config(self) -> dict[str, Any]:
+        """The run's id and attempt as the fields that ConcludeOptions and make_result take."""
+        return {"workflow_run_id": self.id, "run_attempt": self.attempt}
+
 
 def env_int(name: str, default: int) -> int:
     """A whole number from the environment variable `name`, `default` when unset or empty."""
