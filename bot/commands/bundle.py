@@ -32,8 +32,7 @@ def bundle(
         bool, typer.Option("--no-index", help="Download from --find-links folders only.")
     ] = False,
     offline: Annotated[
-        bool,
-        typer.Option(help="Download nothing: package the wheels already in OUT/wheels."),
+        bool, typer.Option(help="Download nothing: package the wheels already in OUT/wheels.")
     ] = False,
 ) -> None:
     """Build an offline wheel bundle for a GPU runner without a package index.

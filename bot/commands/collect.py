@@ -45,8 +45,7 @@ def _ops(value: str) -> tuple[str, ...]:
 @settings_options(Dispatch, "dispatch")
 def collect(
     out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Run record directory to write (new or empty)."),
+        Path | None, typer.Option("--out", help="Run record directory to write (new or empty).")
     ] = None,
     backend: Annotated[
         str,
@@ -84,8 +83,7 @@ def collect(
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     # Collection inside the pinned image (bot/images/container.py).
     image: Annotated[
-        str | None,
-        typer.Option(help="Collect inside this image (from `collectbot image ensure`)."),
+        str | None, typer.Option(help="Collect inside this image (from `collectbot image ensure`).")
     ] = None,
     cache_dir: Annotated[
         Path | None,
@@ -134,7 +132,6 @@ def collect(
         # runs inside the container, where the framework is installed.
         preflight(backend)
     case_plan.check_file()
-    canary = canaries.canary()
     cfg = CollectConfig(
         out=out or Path("."),
         backend=backend,
@@ -142,7 +139,7 @@ def collect(
         device=device,
         **case_plan.config(),
         protocol=replace(protocol, min_runs=min(protocol.min_runs, protocol.runs)),
-        canary=canary,
+        canary=canaries.canary(),
         resume=resume,
         quiet=quiet,
         workers=workers,

@@ -50,8 +50,7 @@ def compare(
         ),
     ] = None,
     paired: Annotated[
-        bool,
-        typer.Option(help="The runs were collected alternately on one device (a campaign)."),
+        bool, typer.Option(help="The runs were collected alternately on one device (a campaign).")
     ] = False,
     confirm: ConfirmRuns = ConfirmRuns(),
     store_baseline: StoreBaseline = StoreBaseline(),

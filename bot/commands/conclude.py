@@ -55,8 +55,7 @@ def conclude(
             shards=found,
             shard_count=shards,
             **baseline.config(),
-            workflow_run_id=workflow_run.id,
-            run_attempt=workflow_run.attempt,
+            **workflow_run.config(),
             **reporting,
             config=config,
         )

@@ -99,8 +99,7 @@ def _case_filter(text: str | None) -> CaseSelector | None:
 def history(
     runs: StoredRuns = StoredRuns(),
     like: Annotated[
-        Path | None,
-        typer.Option(help="Take backend, GPU and ops from this run record."),
+        Path | None, typer.Option(help="Take backend, GPU and ops from this run record.")
     ] = None,
     case_filter: Annotated[
         str | None,

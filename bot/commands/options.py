@@ -129,6 +129,10 @@ class WorkflowRun:
             self.run_attempt if self.run_attempt is not None else env_int("GITHUB_RUN_ATTEMPT", 1)
         )
 
+    def config(self) -> dict[str, Any]:
+        """The run's id and attempt as the fields that ConcludeOptions and make_result take."""
+        return {"workflow_run_id": self.id, "run_attempt": self.attempt}
+
 
 def env_int(name: str, default: int) -> int:
     """A whole number from the environment variable `name`, `default` when unset or empty."""
@@ -343,6 +347,37 @@ class PullOptions:
         if not name or "/" not in name:
             raise UserError("--repo: give owner/name (or set $GITHUB_REPOSITORY)")
         return name
+
+
+@dataclass(frozen=True)
+class ResultLinks:
+    """`publish --result`: the run store that keeps each pull request's runs, and where the
+    store's site is served, for the comment it renders."""
+
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="COLLECTBOT_STORE",
+            help="With --result: the run store whose pulls/ namespace keeps each PR's runs, "
+            "for the comment's 'since the previous run of this PR' (env COLLECTBOT_STORE).",
+        ),
+    ] = None
+    site_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="COLLECTBOT_SITE_URL",
+            help="With --result: where the store's `collectbot site` is served (https): the "
+            "comment's trends link to each case's page.",
+        ),
+    ] = None
+
+    def checked(self) -> tuple[str | None, str | None]:
+        """The store and the site's address (checked), None where not given."""
+        from bot.render.comment import check_site_url
+
+        check_site_url(self.site_url or None)
+        return self.store or None, self.site_url or None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from bot.commands.github_options import GitHubOptions, api_errors
-from bot.commands.options import PullOptions, VerdictOptions
+from bot.commands.options import PullOptions, ResultLinks, VerdictOptions
 from bot.errors import one_line_errors
 from bot.options import option_group
 from collector import jsonfile
@@ -33,6 +33,7 @@ def _load_plan(path: Path) -> dict[str, Any]:
 @option_group(GitHubOptions, "github")
 @option_group(VerdictOptions, "verdict")
 @option_group(PullOptions, "pull")
+@option_group(ResultLinks, "result_links")
 def publish(
     comment: Annotated[
         Path | None,
@@ -48,31 +49,14 @@ def publish(
         ),
     ] = None,
     if_present: Annotated[
-        bool,
-        typer.Option(help="With --result: exit 0 with a note when the run left no result."),
+        bool, typer.Option(help="With --result: exit 0 with a note when the run left no result.")
     ] = False,
     verdict: VerdictOptions = VerdictOptions(),
     report: Annotated[
         Path | None, typer.Option(help="Write what was done as JSON to this file.")
     ] = None,
     github: GitHubOptions = GitHubOptions(),
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store",
-            envvar="COLLECTBOT_STORE",
-            help="With --result: the run store whose pulls/ namespace keeps each PR's runs, "
-            "for the comment's 'since the previous run of this PR' (env COLLECTBOT_STORE).",
-        ),
-    ] = None,
-    site_url: Annotated[
-        str | None,
-        typer.Option(
-            envvar="COLLECTBOT_SITE_URL",
-            help="With --result: where the store's `collectbot site` is served (https): the "
-            "comment's trends link to each case's page.",
-        ),
-    ] = None,
+    result_links: ResultLinks = ResultLinks(),
 ) -> None:
     """Post or update the bot's sticky comment and set the verdict on the commit.
 
@@ -90,13 +74,10 @@ def publish(
 
     opts = verdict.publish_options(github.login())
     if result_dir is not None:
-        from bot.render.comment import check_site_url
-
-        check_site_url(site_url or None)
         given = (comment, pull.pr, pull.plan_file)
         if any(x is not None for x in given) or pull.event is None:
             raise UserError("--result goes with --event only (no COMMENT, --pr or --plan)")
-        opts.store, opts.site_url = store or None, site_url or None
+        opts.store, opts.site_url = result_links.checked()
         _publish_result(
             result_dir, pull.event, opts, if_present=if_present, report=report, github=github
         )

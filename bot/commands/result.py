@@ -49,8 +49,7 @@ def make(
     path = make_result(
         out,
         plan_path=plan,
-        workflow_run_id=workflow_run.id,
-        run_attempt=workflow_run.attempt,
+        **workflow_run.config(),
         repo=repo,
         head_sha=head_sha,
         comparison=comparison,
