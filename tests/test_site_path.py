@@ -40,39 +40,35 @@ def test_a_wheel_ships_its_root_modules_and_those_behind_its_pth(tmp_path: Path)
     }
 
 
-def install(target: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """The demo wheel unpacked into a target folder, and the wheel; sys.path restored after."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    target = tmp_path / "site"
+    for name, text in BEHIND_PTH.items():
         if ".dist-info" not in name and ".data/" not in name:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             (target / name).write_text(text)
+    return target, wheel(tmp_path, BEHIND_PTH)
 
 
-@pytest.fixture
-def clean_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys, "path", list(sys.path))
-
-
-@pytest.mark.usefixtures("clean_path")
 def test_the_path_names_the_pth_folders_and_every_module_is_found(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    installed: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    target = tmp_path / "site"
-    install(target, BEHIND_PTH)
+    target, demo = installed
     (target / "hook.pth").write_text("import os\n# a comment\nmissing_dir\n")
-    assert site_path.main([str(target), str(wheel(tmp_path, BEHIND_PTH))]) == 0
+    assert site_path.main([str(target), str(demo)]) == 0
     expected = f"{target}:{target / 'demo_libs' / 'python_packages'}"
     assert capsys.readouterr().out.strip() == expected
     assert (target / ".pythonpath").read_text().strip() == expected
 
 
-@pytest.mark.usefixtures("clean_path")
 def test_a_module_the_path_misses_is_one_error_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    installed: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    target = tmp_path / "site"
-    install(target, BEHIND_PTH)
+    target, demo = installed
     (target / "demo.pth").unlink()  # what a .pth-blind install leaves on the path
-    assert site_path.main([str(target), str(wheel(tmp_path, BEHIND_PTH))]) == 6
+    assert site_path.main([str(target), str(demo)]) == 6
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: installed, but not importable from ")
     assert "demo_cut (demo-1.0-py3-none-any.whl)" in err and "\n" not in err
