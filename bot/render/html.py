@@ -26,6 +26,7 @@ from bot.render.comment import (
     side_gpus,
     verdict_word,
 )
+from bot.render.environment import template_environment
 
 VERDICT_COLORS = {
     "regressed": "#d1242f",
@@ -64,13 +65,7 @@ VERDICT_ORDER = {"regressed": 0, "improved": 1, "inconclusive": 2}
 
 def html_environment(package: str = "bot.render") -> jinja2.Environment:
     """Jinja for HTML pages from `package`'s templates: autoescaped, strict about names."""
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader(package, "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    return template_environment(package, autoescape=True)
 
 
 def _pct(ratio: float) -> float:
