@@ -6,7 +6,6 @@ Prints one JSON line: machine, sizes and seconds per stage.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import tempfile
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common import number_options
 from bot.compare.comparison import compare_runs
 from bot.render.comment import render_comment
 from collector.caseplan import Case
@@ -23,11 +23,7 @@ from tests.factories import simulated_runs, write_record
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cases", type=int, default=2000)
-    parser.add_argument("--runs", type=int, default=6)
-    parser.add_argument("--samples", type=int, default=8)
-    args = parser.parse_args()
+    args = number_options(__doc__, cases=2000, runs=6, samples=8)
     rng = np.random.default_rng(0)
     cases = [
         Case.build("gemm", {"gemm_dtype": "bfloat16", "m": i + 1, "n": 4096, "k": 4096})

@@ -18,6 +18,14 @@ from collector.caseplan import Case
 STEPS = (1.08, 1.05, 0.94, 1.10, 0.95, 1.06, 0.93, 1.12, 1.04, 0.96)
 
 
+def number_options(doc: str | None, **defaults: float) -> argparse.Namespace:
+    """Parses one option --NAME per keyword, of its default's type (int or float)."""
+    parser = argparse.ArgumentParser(description=doc)
+    for name, default in defaults.items():
+        parser.add_argument(f"--{name}", type=type(default), default=default)
+    return parser.parse_args()
+
+
 def store_options(doc: str | None, prefix: str) -> tuple[argparse.Namespace, Path]:
     """--cases, --runs, --store and --repeat, and the store's folder (a fresh one under
     /tmp named PREFIX... without --store)."""

@@ -13,7 +13,6 @@ same unchanged PR without panels (never green or red).
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.common import number_options
 from bot.compare.comparison import compare_runs
 from collector.caseplan import Case
 from collector.panel import PANEL_VERSION, panel_cases
@@ -184,9 +184,7 @@ def run(seeds: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seeds", type=int, default=20)
-    args = parser.parse_args()
+    args = number_options(__doc__, seeds=20)
     print(json.dumps(run(args.seeds), indent=1))
 
 

@@ -12,13 +12,13 @@ right run (and within one run), and of histories with a step found elsewhere.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from bench.common import number_options
 from bot.history.changepoints import PENALTY, case_steps
 
 
@@ -94,11 +94,7 @@ def run(histories: int, seed: int, penalty: float = PENALTY) -> dict[str, object
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--histories", type=int, default=4000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--penalty", type=float, default=PENALTY)
-    args = parser.parse_args()
+    args = number_options(__doc__, histories=4000, seed=1, penalty=PENALTY)
     print(json.dumps(run(args.histories, args.seed, args.penalty), indent=1))
 
 

@@ -21,13 +21,13 @@ Prints one JSON object.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from bench.common import number_options
 from bot.compare import stats
 from bot.history.changepoints import PENALTY, noise_sigma
 
@@ -143,11 +143,7 @@ def run(cases: int, seed: int, bootstrap: int) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cases", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--bootstrap", type=int, default=400)
-    args = parser.parse_args()
+    args = number_options(__doc__, cases=2000, seed=1, bootstrap=400)
     print(json.dumps(run(args.cases, args.seed, args.bootstrap), indent=1))
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from collector.timing import RunSamples
 
 # Share of a case's pooled samples cut from each end before averaging: its latency. The
 # samples of memory-sensitive GEMMs sit on two levels a few % apart; a median lands on
@@ -17,28 +19,17 @@ LATENCY_TRIM = 0.1
 MAD_TO_SIGMA = 1.4826
 
 
-@dataclass
-class RunResult:
-    """One run of one case, as the engine checkpoints it."""
+@dataclass(kw_only=True)
+class RunResult(RunSamples):
+    """One run of one case, as the engine checkpoints it: the run's samples and what was seen
+    taking them (every `RunSamples` field), which case and run, and where it was measured."""
 
     case_key: str
     run: int
-    ms: list[float]
-    sm_mhz: list[float | None]
-    power_w: list[float | None]
-    throttled: list[bool]
-    inner: int
-    timing_mode: str
     kernel_source: str
     copies: int
     # Times this run was redone because the GPU throttled while it was measured.
     redos: int = 0
-    # Samples retaken because the GPU throttled while they were taken.
-    retakes: int = 0
-    # Independent buffer sets the run's samples cycled over.
-    placements: int = 1
-    # The SM clock measured on the GPU around each sample (empty or None: not measured).
-    clock_mhz: list[float | None] = field(default_factory=list)
     # Wall time the run held its device, set-up and idle gaps included (the cost of a case).
     wall_s: float = 0.0
     # The worker process that took it: its name and pid (name@pid).

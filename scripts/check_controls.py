@@ -515,7 +515,7 @@ CONTROLS = [
     Control(
         "S50a",
         "the site's templates autoescape",
-        (edit("bot/render/html.py", "        autoescape=True,", "        autoescape=False,"),),
+        (edit("bot/render/html.py", "    return template_environment(package, autoescape=True)", "    return template_environment(package, autoescape=False)"),),
         ("tests/test_site.py::test_hostile_text_is_escaped",),
     ),
     Control(

@@ -71,10 +71,9 @@ def collect_scenario(mnt: Path, out: Path) -> dict[str, object]:
 def finalize_scenario(mnt: Path, out: Path) -> dict[str, object]:
     import numpy as np
 
-    from collector.aggregate import RunResult
     from collector.errors import RecordWriteError
     from collector.record import CheckpointState, finalize
-    from tests.factories import gemm_case, simulated_runs, write_record
+    from tests.factories import gemm_case, run_result, simulated_runs, write_record
 
     mount_tmpfs(mnt, "1m")
     rng = np.random.default_rng(3)
@@ -95,18 +94,7 @@ def finalize_scenario(mnt: Path, out: Path) -> dict[str, object]:
     state = CheckpointState()
     for case in more:
         state.runs[case.key] = [
-            RunResult(
-                case.key,
-                i,
-                list(r),
-                [None] * len(r),
-                [None] * len(r),
-                [False] * len(r),
-                10,
-                "graph",
-                "k",
-                1,
-            )
+            run_result(case.key, i, list(r), inner=10, kernel_source="k")
             for i, r in enumerate(simulated_runs(rng, 1.0, runs=6, samples=64))
         ]
     try:

@@ -28,6 +28,8 @@ STAMP = "2026-11-30T00:00:00+00:00"
 # A report's inlined stylesheet and script: a bare <style> or <script> tag on its own line to
 # its closing tag (the cases' JSON block, <script type=...>, is data and stays in the golden).
 ASSET_BLOCK = re.compile(r"^<(style|script)>\n.*?^</\1>$", re.S | re.M)
+# A report's fixed head, the same in every report: the doctype to the line before <title>.
+HEAD_BLOCK = re.compile(r"\A<!doctype html>\n.*?(?=^<title>)", re.S | re.M)
 
 
 def check_golden(name: str, text: str, update: bool) -> None:
@@ -56,17 +58,33 @@ def inlined_assets(html: str) -> list[str]:
     return [m.group(0) for m in ASSET_BLOCK.finditer(html)]
 
 
+def _template() -> str:
+    env = html_environment()
+    return env.loader.get_source(env, "report.html.j2")[0]  # type: ignore[union-attr]
+
+
 def shipped_assets() -> list[str]:
     """The report template's asset blocks, rendered with what the renderers give them."""
     env = html_environment()
-    source = env.loader.get_source(env, "report.html.j2")[0]  # type: ignore[union-attr]
-    return [env.from_string(block).render(page=PAGE_ROWS) for block in inlined_assets(source)]
+    return [env.from_string(block).render(page=PAGE_ROWS) for block in inlined_assets(_template())]
+
+
+def report_head(html: str) -> str:
+    """The fixed head of a report (or of its template); empty where it has none."""
+    m = HEAD_BLOCK.search(html)
+    return m.group(0) if m else ""
+
+
+def shipped_head() -> str:
+    """The report template's fixed head (no template syntax in it: it is its own rendering)."""
+    return report_head(_template())
 
 
 def fold_assets(html: str) -> str:
-    """`html` with each inlined asset block cut to its tags round one line with its sha256:
-    a golden report still changes with any byte of a block, yet holds only what its inputs
-    change (test_golden.py checks the blocks are the template's)."""
+    """`html` with its fixed head cut to one comment line with its sha256, and each inlined
+    asset block to its tags round one such line: a golden report still changes with any byte
+    of them, yet holds only what its inputs change (test_golden.py checks they are the
+    template's)."""
 
     def marker(m: re.Match[str]) -> str:
         block, tag = m.group(0), m.group(1)
@@ -74,7 +92,12 @@ def fold_assets(html: str) -> str:
         lines = block.count("\n") + 1
         return f"<{tag}>\n/* the template's {tag}: {lines} lines, sha256 {digest} */\n</{tag}>"
 
-    return ASSET_BLOCK.sub(marker, html)
+    def head_marker(m: re.Match[str]) -> str:
+        block = m.group(0)
+        digest = hashlib.sha256(block.encode()).hexdigest()
+        return f"<!-- the template's head: {block.count(chr(10))} lines, sha256 {digest} -->\n"
+
+    return ASSET_BLOCK.sub(marker, HEAD_BLOCK.sub(head_marker, html, count=1))
 
 
 def stamped_failure(case: Case, message: str, exc: str = "RuntimeError") -> FailureRecord:

@@ -17,7 +17,7 @@ from collector.engine import CollectConfig, relative_halfwidth, run_collection
 from collector.errors import UserError
 from collector.record import CHECKPOINT, RunRecord, read_record
 from collector.timing import Protocol
-from tests.factories import collect_until
+from tests.factories import collect_until, run_result
 
 FAST = Protocol(runs=3, samples=3, warmup=1, target_sample_ms=0.5, idle_ratio=0.0)
 
@@ -225,9 +225,7 @@ def test_a_fresh_worker_gets_the_clock_floor_reference_of_earlier_runs() -> None
     from collector.record import CheckpointState
 
     def run(i: int, clocks: list[float | None]) -> RunResult:
-        return RunResult(
-            "k", i, [1.0], [None], [None], [False], 1, "graph", "t", 1, clock_mhz=clocks
-        )
+        return run_result("k", i, [1.0], clock_mhz=clocks)
 
     state = CheckpointState()
     state.runs["k"] = [run(0, [1900.0, None, 1975.5]), run(1, [1960.0])]

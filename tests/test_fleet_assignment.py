@@ -18,7 +18,7 @@ from collector.engine import CollectConfig, run_collection
 from collector.panel import CPU_PANEL, PANEL_VERSION
 from collector.record import CHECKPOINT, Checkpoint, read_record
 from collector.timing import Protocol
-from tests.factories import collect_until
+from tests.factories import collect_until, run_result
 
 FAST = Protocol(runs=3, samples=3, warmup=1, target_sample_ms=0.3, idle_ratio=0.0, target_ci=0.0)
 
@@ -135,10 +135,7 @@ def test_a_fresh_worker_gets_the_panel_kernels_clock_reference_of_its_device() -
     from collector.record import CheckpointState
 
     def run(uuid: str, clocks: list[float | None]) -> RunResult:
-        return RunResult(
-            "k", 0, [1.0], [None], [None], [False], 1, "graph", "t", 1,
-            clock_mhz=clocks, device_uuid=uuid,
-        )  # fmt: skip
+        return run_result("k", 0, [1.0], clock_mhz=clocks, device_uuid=uuid)
 
     coll = Collection.__new__(Collection)
     coll.device_infos = [{"uuid": "GPU-a"}, {"uuid": "GPU-b"}]

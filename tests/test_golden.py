@@ -21,7 +21,9 @@ from tests.golden import (
     fold_assets,
     golden_runs,
     inlined_assets,
+    report_head,
     shipped_assets,
+    shipped_head,
     stamped_failure,
 )
 
@@ -86,13 +88,19 @@ def test_the_run_only_comment(run: Path, update_golden: bool) -> None:
 
 
 def test_the_reports_inline_the_shipped_assets(comparison: Rendered, run: Path) -> None:
-    """What the golden reports hold as a sha256 line: the template's stylesheet and script,
-    whole in both reports; a changed byte in either changes the folded golden."""
+    """What the golden reports hold as a sha256 line: the template's fixed head (its CSP
+    among it), stylesheet and script, whole in both reports; a changed byte in any of them
+    changes the folded golden."""
     shipped = shipped_assets()
     assert [b.split(">")[0] for b in shipped] == ["<style", "<script"]
+    head = shipped_head()
+    assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';' in head
     reports = [render_html_report(*comparison), render_run_html_report(load_run_info(run))]
     for report in reports:
         assert inlined_assets(report) == shipped
+        assert report_head(report) == head
+        changed_head = fold_assets(report.replace("default-src 'none'", "default-src *"))
+        assert changed_head.splitlines()[0] != fold_assets(report).splitlines()[0]
         changed = report.replace("PAGE = ", "PAGE = 1").replace("h1 { font-size", "h1 { size")
         folded = fold_assets(changed).splitlines()
         assert len(folded) == len(fold_assets(report).splitlines())

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from bot.history.changepoints import by_commit, change_points
-from bot.history.core import CaseInfo, History, RunInfo, load_history
-from bot.history.source import Selection
+from bot.history.core import CaseInfo, History, load_history, run_info
+from bot.history.source import Selection, StoredRun
 from bot.history.tracking import change_points_markdown
 from bot.keys import Series, case_file, series_dir
 from bot.render.comment import fmt_change
@@ -69,22 +69,15 @@ def test_defaults_limits_and_no_steps(stepped: SyntheticStore) -> None:
 def _hostile_history() -> History:
     """Eight runs of one case that steps +20% at run 5; its text and commits are hostile."""
     runs = [
-        RunInfo(
-            index=i,
-            entry=f"e{i}",
-            run_id=f"r{i}",
-            ref="main",
-            status="complete",
-            git_sha="`| @octocat #1" if i == 5 else f"{i:040x}",
-            stored_at=None,
-            started_at=None,
-            framework_version="1",
-            case_set=None,
-            plan_hash=None,
-            image_digest=None,
-            image_ref=None,
-            versions={},
-            gpu={},
+        run_info(
+            i,
+            StoredRun(f"e{i}", "main", None, None),
+            {
+                "run_id": f"r{i}",
+                "status": "complete",
+                "git_sha": "`| @octocat #1" if i == 5 else f"{i:040x}",
+                "framework_version": "1",
+            },
         )
         for i in range(1, 9)
     ]

@@ -16,14 +16,7 @@ import pytest
 
 from bot.images.context import COLLECTOR_DIR, BuildInputs, assemble, image_tag
 from bot.images.recover import CONTAINER_LOG, attach_container, record_after_exit
-from bot.images.sandbox import (
-    BASE_ENV,
-    BindMount,
-    Limits,
-    Sandbox,
-    gpu_request,
-    passthrough_env,
-)
+from bot.images.sandbox import BASE_ENV, BindMount, Limits, Sandbox, gpu_request, passthrough_env
 from collector.canary import Canary
 from collector.caseplan import CaseSelector
 from collector.config_io import config_from_json, config_to_json

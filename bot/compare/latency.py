@@ -612,11 +612,9 @@ def _case_dict(table: CaseTable, i: int) -> CaseRow:
         row["drift"] = trend
     if row["remeasured"]:
         row["first_verdict"] = str(table["first_verdict"][i])
+        # The replication's figures, from the confirm_ columns of the same names.
         row["confirmation"] = {
-            "ratio": num("confirm_ratio"),
-            "lo": num("confirm_lo"),
-            "hi": num("confirm_hi"),
-            "q": num("confirm_q"),
+            **{name: num(f"confirm_{name}") for name in ("ratio", "lo", "hi", "q")},
             "verdict": str(table["confirm_verdict"][i]),
             "base_runs": int(table["confirm_base_runs"][i]),
             "cand_runs": int(table["confirm_cand_runs"][i]),

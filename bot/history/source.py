@@ -33,13 +33,10 @@ class Selection:
     framework_version: str | None = None
 
     def matches(self, series: Series, framework_version: str) -> bool:
-        return (
-            (self.backend is None or self.backend == series.backend)
-            and (self.gpu is None or self.gpu == series.gpu)
-            and (self.ops is None or tuple(sorted(self.ops)) == series.ops)
-            and (self.ref is None or self.ref == series.ref)
-            and (self.framework_version is None or self.framework_version == framework_version)
-        )
+        ops = None if self.ops is None else tuple(sorted(self.ops))
+        wanted = (self.backend, self.gpu, ops, self.ref, self.framework_version)
+        found = (series.backend, series.gpu, series.ops, series.ref, framework_version)
+        return all(w is None or w == f for w, f in zip(wanted, found, strict=True))
 
 
 @dataclass(frozen=True)

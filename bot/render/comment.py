@@ -25,6 +25,7 @@ from bot import __version__
 from bot.ci_config import settings_line
 from bot.compare import stats
 from bot.keys import Series
+from bot.render.environment import template_environment
 from bot.render.sanitize import clean, finalize, html_code, md_block, md_code, md_text, md_url
 
 GITHUB_COMMENT_LIMIT = 65536
@@ -98,15 +99,7 @@ def marker_for(comparison: dict[str, Any], head_sha: str | None = None) -> Marke
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("bot.render", "templates"),
-        autoescape=False,
-        finalize=finalize,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    env = template_environment(autoescape=False, finalize=finalize, keep_trailing_newline=True)
     env.filters["code"] = md_code
     env.filters["block"] = md_block
     env.filters["text"] = md_text

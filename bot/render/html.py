@@ -26,6 +26,7 @@ from bot.render.comment import (
     side_gpus,
     verdict_word,
 )
+from bot.render.environment import template_environment
 
 VERDICT_COLORS = {
     "regressed": "#d1242f",
@@ -64,13 +65,7 @@ VERDICT_ORDER = {"regressed": 0, "improved": 1, "inconclusive": 2}
 
 def html_environment(package: str = "bot.render") -> jinja2.Environment:
     """Jinja for HTML pages from `package`'s templates: autoescaped, strict about names."""
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader(package, "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    return template_environment(package, autoescape=True)
 
 
 def _pct(ratio: float) -> float:
@@ -515,34 +510,59 @@ def render_html_report(
             for k in sorted(set(base.get("versions") or {}) | set(cand.get("versions") or {}))
         ]
     )
+    return _render_report(
+        mode="comparison",
+        icon=ICONS.get(verdict["level"], ""),
+        level=verdict["level"],
+        headline=verdict["headline"],
+        compared=compared_line(comparison),
+        rule=decision_rule(comparison["settings"]),
+        reasons=verdict.get("reasons", []),
+        warnings=comparison.get("warnings", []),
+        generated_at=comparison.get("generated_at", ""),
+        cases=shown_rows,
+        cases_json=Markup(cases_json),
+        cases_rest=cases_rest,
+        cases_total=len(cases),
+        groups=groups,
+        coverage=coverage,
+        coverage_findings=comparison["coverage"].get("findings", []),
+        group_rows=comparison["latency"].get("groups", []),
+        dispatch=comparison["latency"].get("dispatch_changes", []),
+        provenance=provenance,
+        histogram=histogram_svg(cases),
+        forest=forest_svg(cases),
+        scatter=scatter_svg(cases),
+    )
+
+
+# What a run-only report lacks: every section drawn from a comparison, empty.
+_NO_COMPARISON: dict[str, Any] = {
+    "rule": None,
+    "warnings": [],
+    "generated_at": "",
+    "cases": [],
+    "cases_json": Markup("{}"),
+    "cases_rest": 0,
+    "cases_total": 0,
+    "coverage_findings": [],
+    "group_rows": [],
+    "dispatch": [],
+    "histogram": None,
+    "forest": None,
+    "scatter": None,
+}
+
+
+def _render_report(**fields: Any) -> str:
+    """report.html.j2 with `fields` and what every report shows the same way."""
     return (
         html_environment()
         .get_template("report.html.j2")
         .render(
-            mode="comparison",
-            icon=ICONS.get(verdict["level"], ""),
-            level=verdict["level"],
-            headline=verdict["headline"],
-            compared=compared_line(comparison),
-            rule=decision_rule(comparison["settings"]),
-            reasons=verdict.get("reasons", []),
-            warnings=comparison.get("warnings", []),
-            generated_at=comparison.get("generated_at", ""),
-            cases=shown_rows,
-            cases_json=Markup(cases_json),
-            cases_rest=cases_rest,
-            cases_total=len(cases),
+            **fields,
             table_limit=MAX_TABLE_ROWS,
             page=PAGE_ROWS,
-            groups=groups,
-            coverage=coverage,
-            coverage_findings=comparison["coverage"].get("findings", []),
-            group_rows=comparison["latency"].get("groups", []),
-            dispatch=comparison["latency"].get("dispatch_changes", []),
-            provenance=provenance,
-            histogram=histogram_svg(cases),
-            forest=forest_svg(cases),
-            scatter=scatter_svg(cases),
             fmt_change=fmt_change,
             version=__version__,
             colors=VERDICT_COLORS,
@@ -555,50 +575,28 @@ def render_run_html_report(info: Any) -> str:
 
     level, headline, reasons = run_verdict(info)
     meta = info.meta
-    return (
-        html_environment()
-        .get_template("report.html.j2")
-        .render(
-            mode="run",
-            icon=ICONS.get(level, ""),
-            level=level,
-            headline=headline,
-            compared=(
-                f"head {_side(meta.get('git_sha'), meta.get('branch'), meta.get('run_id'))} · "
-                f"{meta.get('backend') or 'unknown backend'} on "
-                f"{_device_name(meta.get('device')) or 'unknown GPU'}"
-            ),
-            rule=None,
-            reasons=reasons,
-            warnings=[],
-            generated_at="",
-            cases=[],
-            cases_json=Markup("{}"),
-            cases_rest=0,
-            cases_total=0,
-            table_limit=MAX_TABLE_ROWS,
-            page=PAGE_ROWS,
-            groups=[{**g, "change": "in this run"} for g in info.groups],
-            coverage=[
-                {"op": op, **row, "status": "", "missing": 0}
-                for op, row in sorted(info.per_op.items())
-            ],
-            coverage_findings=[],
-            group_rows=[],
-            dispatch=[],
-            provenance=[
-                {"name": name, "base": None, "cand": meta.get(k)}
-                for k, name in PROVENANCE_NAMES.items()
-                if k not in _COMPARISON_ONLY_PROVENANCE
-            ],
-            histogram=None,
-            forest=None,
-            scatter=None,
-            fmt_change=fmt_change,
-            version=__version__,
-            colors=VERDICT_COLORS,
-            error=info.error,
-            problem=info.problem,
-            log_tail=info.log_tail,
-        )
+    return _render_report(
+        mode="run",
+        icon=ICONS.get(level, ""),
+        level=level,
+        headline=headline,
+        compared=(
+            f"head {_side(meta.get('git_sha'), meta.get('branch'), meta.get('run_id'))} · "
+            f"{meta.get('backend') or 'unknown backend'} on "
+            f"{_device_name(meta.get('device')) or 'unknown GPU'}"
+        ),
+        reasons=reasons,
+        groups=[{**g, "change": "in this run"} for g in info.groups],
+        coverage=[
+            {"op": op, **row, "status": "", "missing": 0} for op, row in sorted(info.per_op.items())
+        ],
+        provenance=[
+            {"name": name, "base": None, "cand": meta.get(k)}
+            for k, name in PROVENANCE_NAMES.items()
+            if k not in _COMPARISON_ONLY_PROVENANCE
+        ],
+        error=info.error,
+        problem=info.problem,
+        log_tail=info.log_tail,
+        **_NO_COMPARISON,
     )

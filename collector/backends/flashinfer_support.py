@@ -320,27 +320,24 @@ def block_fp8_plan(m: int, n: int, k: int, capability: tuple[int, int]) -> Block
     sm = sm_number(capability)
     kb, nb = math.ceil(k / FP8_BLOCK), math.ceil(n / FP8_BLOCK)
     scale_rows = math.ceil(m / GROUPWISE_M_MULTIPLE) * GROUPWISE_M_MULTIPLE
+
+    def plan(api: str, leaf: str, rows: int, mn_major: bool) -> BlockFp8Plan:
+        # Both kernels read the same activation scales; weight scales are MN-major or not.
+        return BlockFp8Plan(
+            api=api,
+            rows=rows,
+            scale_rows=scale_rows,
+            a_scale_shape=(kb, scale_rows),
+            b_scale_shape=(kb, nb) if mn_major else (nb, kb),
+            b_scale_mn_major=mn_major,
+            kernel_source=f"flashinfer.{api}[{leaf}]",
+        )
+
     if sm == SM90:
         leaf = "w8a8,swapAB" if m < SM90_SWAP_AB_M_THRESHOLD else "w8a8"
-        return BlockFp8Plan(
-            api="fp8_blockscale_gemm_sm90",
-            rows=m,
-            scale_rows=scale_rows,
-            a_scale_shape=(kb, scale_rows),
-            b_scale_shape=(nb, kb),
-            b_scale_mn_major=False,
-            kernel_source=f"flashinfer.fp8_blockscale_gemm_sm90[{leaf}]",
-        )
+        return plan("fp8_blockscale_gemm_sm90", leaf, rows=m, mn_major=False)
     if sm in GROUPWISE_SMS:
-        return BlockFp8Plan(
-            api="gemm_fp8_nt_groupwise",
-            rows=scale_rows,
-            scale_rows=scale_rows,
-            a_scale_shape=(kb, scale_rows),
-            b_scale_shape=(kb, nb),
-            b_scale_mn_major=True,
-            kernel_source="flashinfer.gemm_fp8_nt_groupwise[cutlass,1x128x128]",
-        )
+        return plan("gemm_fp8_nt_groupwise", "cutlass,1x128x128", rows=scale_rows, mn_major=True)
     major, minor = capability
     raise NotImplementedError(
         f"FlashInfer has no block-scaled FP8 GEMM for compute capability {major}.{minor} "
