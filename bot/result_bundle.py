@@ -92,15 +92,9 @@ def check_plan(plan: Any, source: str) -> dict[str, Any]:
     _require(plan.get("schema_version") == 1, f"{source}: unknown schema_version")
     types: dict[str, tuple[type, ...]] = {
         "trigger": (bool,),
-        "code": (str,),
-        "reason": (str,),
-        "event": (str,),
-        "repo": (str, type(None)),
+        **dict.fromkeys(("code", "reason", "event"), (str,)),
+        **dict.fromkeys(("repo", "label", "labeler", "backend", "head_sha"), (str, type(None))),
         "pr": (int, type(None)),
-        "label": (str, type(None)),
-        "labeler": (str, type(None)),
-        "backend": (str, type(None)),
-        "head_sha": (str, type(None)),
         "remove_labels": (list,),
     }
     for name, allowed in types.items():

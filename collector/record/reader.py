@@ -286,23 +286,14 @@ def _read_perf(path: Path, op: str, anomalies: list[Anomaly]) -> pa.Table:
 
 
 # failures.json fields and their JSON types (None: may be null).
+_NULLABLE_TEXT = (str, type(None))
 _FAILURE_FIELDS: dict[str, tuple[type, ...]] = {
-    "case_key": (str,),
-    "group_key": (str,),
-    "op": (str,),
-    "classification": (str,),
-    "exception_type": (str, type(None)),
-    "message": (str, type(None)),
-    "traceback": (str, type(None)),
+    **dict.fromkeys(("case_key", "group_key", "op", "classification"), (str,)),
+    # What failed, then where and when it ran.
+    **dict.fromkeys(("exception_type", "message", "traceback", "dtype", "signal"), _NULLABLE_TEXT),
+    **dict.fromkeys(("task_id", "worker", "device", "timestamp"), _NULLABLE_TEXT),
+    **dict.fromkeys(("exit_code", "run_index"), (int, type(None))),
     "params": (dict, type(None)),
-    "dtype": (str, type(None)),
-    "task_id": (str, type(None)),
-    "exit_code": (int, type(None)),
-    "signal": (str, type(None)),
-    "worker": (str, type(None)),
-    "device": (str, type(None)),
-    "run_index": (int, type(None)),
-    "timestamp": (str, type(None)),
 }
 
 
