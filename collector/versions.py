@@ -112,14 +112,17 @@ def check_pin(framework: str, installed: str, expected: Expected) -> None:
         )
 
 
-def require_pin(framework: str, installed: str) -> str:
-    """Check `installed` against the expected version; returns the pin it matched."""
-    found = expected_version(framework)
+def require_pin(framework: str, installed: str, distribution: str | None = None) -> str:
+    """Check `installed` (of `distribution`, default the framework's name) against the
+    expected version; returns the pin it matched. FlashInfer's pin sits beside a framework's
+    (`expected_flashinfer_version`)."""
+    flashinfer = framework == "flashinfer"
+    found = expected_flashinfer_version() if flashinfer else expected_version(framework)
     if found is None:
+        where = "pins none" if flashinfer else f"has no frameworks.{framework}.version"
         raise UserError(
-            f"no pinned {framework} version: {default_manifest_path()} has no "
-            f"frameworks.{framework}.version and {EXPECTED_VERSION_ENV} is unset "
-            f"(pass --framework-version)"
+            f"no pinned {framework} version: {default_manifest_path()} {where} and "
+            f"{EXPECTED_VERSION_ENV} is unset (pass --framework-version)"
         )
-    check_pin(framework, installed, found)
+    check_pin(distribution or framework, installed, found)
     return found.version

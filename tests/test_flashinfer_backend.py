@@ -162,7 +162,7 @@ def test_installed_with_no_pin_anywhere_refuses(
 ) -> None:
     monkeypatch.setenv(MANIFEST_ENV, str(tmp_path / "absent.yaml"))
     monkeypatch.delenv(EXPECTED_VERSION_ENV, raising=False)
-    with pytest.raises(UserError, match="no pinned FlashInfer version"):
+    with pytest.raises(UserError, match="no pinned flashinfer version"):
         check_installed_version({"flashinfer-python": "0.6.12"}.get)
 
 

@@ -23,38 +23,24 @@ spent in `prepare`, never in a timed call.
 
 from __future__ import annotations
 
-from collector.backends import framework_backend
 from collector.backends.flashinfer_support import page_size
-from collector.backends.framework_backend import (
-    FRAMEWORK_OPS,
-    BackendUnavailable,
-    FrameworkBackend,
-    VersionOf,
-)
+from collector.backends.framework_backend import BackendUnavailable, FrameworkBackend
 from collector.errors import UserError
-from collector.versions import check_pin, expected_flashinfer_version, installed_version
-
-DISTRIBUTION = "flashinfer-python"
-OPS = FRAMEWORK_OPS
-INSTALL_HINT = (
-    "pip install flashinfer-python==<pin> (offline: pip install --no-index --no-deps from a "
-    "wheel folder; docs/backends.md, 'The FlashInfer backend')"
-)
 
 
-def check_installed_version(version_of: VersionOf = installed_version) -> str | None:
-    """The version gate; returns the installed version (None: not installed, no gate)."""
-    installed = version_of(DISTRIBUTION)
-    if installed is None:
-        return None
-    expected = expected_flashinfer_version()
-    if expected is None:
-        raise UserError(
-            "no pinned FlashInfer version: the manifest pins none and "
-            "COLLECTBOT_FRAMEWORK_VERSION is unset (pass --framework-version)"
-        )
-    check_pin(DISTRIBUTION, installed, expected)
-    return installed
+class FlashinferBackend(FrameworkBackend):
+    name = "flashinfer"
+    framework = "flashinfer"
+    label = "FlashInfer"
+    distribution = "flashinfer-python"
+    install_hint = (
+        "pip install flashinfer-python==<pin> (offline: pip install --no-index --no-deps from a "
+        "wheel folder; docs/backends.md, 'The FlashInfer backend')"
+    )
+
+
+check_installed_version = FlashinferBackend.check_installed_version
+require_cuda = FlashinferBackend.require_cuda
 
 
 def preflight() -> None:
@@ -66,21 +52,7 @@ def preflight() -> None:
         raise UserError(str(exc)) from None
 
 
-def require_cuda(device: str) -> None:
-    framework_backend.require_cuda("flashinfer", device)
-
-
-class FlashinferBackend(FrameworkBackend):
-    name = "flashinfer"
-    framework = "flashinfer"
-    label = "FlashInfer"
-    distribution = DISTRIBUTION
-    install_hint = INSTALL_HINT
-    version_gate = staticmethod(check_installed_version)
-
-
 __all__ = [
-    "OPS",
     "BackendUnavailable",
     "FlashinferBackend",
     "check_installed_version",

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from collector.backends.base import Prepared
 from collector.caseplan import Case
 from collector.errors import UserError
-from collector.versions import installed_version
+from collector.versions import installed_version, require_pin
 
 VersionOf = Callable[[str], "str | None"]
 FRAMEWORK_OPS = frozenset({"gemm", "context_attention", "generation_attention"})
@@ -88,7 +88,7 @@ class FrameworkBackend:
         version_of: VersionOf = installed_version,
         import_runtime: Callable[[], ModuleType] | None = None,
     ) -> None:
-        installed = self.check_version(version_of)
+        installed = self.check_installed_version(version_of)
         if installed is None:
             raise BackendUnavailable(
                 f"{self.label} not installed: no '{self.distribution}' distribution is visible "
@@ -104,13 +104,21 @@ class FrameworkBackend:
             ) from exc
         self._runtime: Any = None
 
-    # What each framework defines: the version gate (the installed version, or None when not
-    # installed); its modules are found by name (collector/backends/<name>_runtime.py,
+    # A framework's modules are found by name (collector/backends/<name>_runtime.py,
     # <name>_gemm.py, <name>_attention.py).
-    version_gate: ClassVar[Callable[[VersionOf], str | None]]
 
-    def check_version(self, version_of: VersionOf) -> str | None:
-        return type(self).version_gate(version_of)
+    @classmethod
+    def check_installed_version(cls, version_of: VersionOf = installed_version) -> str | None:
+        """The version gate: an installed distribution must equal the framework's pin.
+        Returns the installed version (None: not installed, no gate; building says so)."""
+        installed = version_of(cls.distribution)
+        if installed is not None:
+            require_pin(cls.framework, installed, cls.distribution)
+        return installed
+
+    @classmethod
+    def require_cuda(cls, device: str) -> None:
+        require_cuda(cls.framework, device)
 
     def _module_of(self, part: str) -> ModuleType:
         return importlib.import_module(f"collector.backends.{self.name}_{part}")

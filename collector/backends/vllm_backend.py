@@ -13,42 +13,21 @@ when the device is known (`vllm_runtime`).
 
 from __future__ import annotations
 
-from collector.backends import framework_backend
-from collector.backends.framework_backend import (
-    FRAMEWORK_OPS,
-    BackendUnavailable,
-    FrameworkBackend,
-    VersionOf,
-)
-from collector.versions import installed_version, require_pin
-
-DISTRIBUTION = "vllm"
-OPS = FRAMEWORK_OPS
-INSTALL_HINT = (
-    "install the pinned wheel bundle (collectbot bundle; docs/backends.md, 'Offline GPU runners') "
-    "or pip install vllm==<pin>"
-)
-
-
-def check_installed_version(version_of: VersionOf = installed_version) -> str | None:
-    """The version gate; returns the installed version (None: not installed, no gate)."""
-    installed = version_of(DISTRIBUTION)
-    if installed is not None:
-        require_pin("vllm", installed)
-    return installed
-
-
-def require_cuda(device: str) -> None:
-    framework_backend.require_cuda("vllm", device)
+from collector.backends.framework_backend import BackendUnavailable, FrameworkBackend
 
 
 class VllmBackend(FrameworkBackend):
     name = "vllm"
     framework = "vllm"
     label = "vLLM"
-    distribution = DISTRIBUTION
-    install_hint = INSTALL_HINT
-    version_gate = staticmethod(check_installed_version)
+    distribution = "vllm"
+    install_hint = (
+        "install the pinned wheel bundle (collectbot bundle; docs/backends.md, 'Offline GPU "
+        "runners') or pip install vllm==<pin>"
+    )
 
 
-__all__ = ["OPS", "BackendUnavailable", "VllmBackend", "check_installed_version", "require_cuda"]
+check_installed_version = VllmBackend.check_installed_version
+require_cuda = VllmBackend.require_cuda
+
+__all__ = ["BackendUnavailable", "VllmBackend", "check_installed_version", "require_cuda"]
