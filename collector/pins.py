@@ -40,9 +40,6 @@ REQUIRED_FIELDS = ("version", "torch", "flashinfer", "cuda", "base_image")
 PINNED_DISTRIBUTIONS = {"torch": "torch", "flashinfer": "flashinfer-python"}
 # Where an image built by `collectbot image build` keeps its framework entry.
 IMAGE_PINS_PATH = Path("/opt/collectbot/pins.json")
-_VERSION = re.compile(r"^[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc|\.post|\.dev)[0-9]+)*(?:\+[a-z0-9.]+)?$")
-_CUDA = re.compile(r"^(?:cpu|cu[0-9]{3})$")
-_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
 @dataclass(frozen=True)
@@ -92,6 +89,12 @@ class Manifest:
             known = ", ".join(sorted(self.frameworks))
             raise UserError(f"{self.path}: no framework {name!r} (the manifest has: {known})")
         return self.frameworks[name]
+
+
+# What an entry's name, versions and CUDA variant look like.
+_VERSION = re.compile(r"^[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc|\.post|\.dev)[0-9]+)*(?:\+[a-z0-9.]+)?$")
+_CUDA = re.compile(r"^(?:cpu|cu[0-9]{3})$")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
 def _parse_entry(name: str, entry: Any, source: str) -> FrameworkPins:
