@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -124,8 +125,13 @@ def main() -> None:
     for path in args.against:
         reference, ref_labels = load_rows([path])
         sections.append((f"{ref_labels[0]} ({path.name})", compare(ours, reference)))
-    if not args.no_tables:
-        tables = table_rows(reference_data.require(args.reference_dir), args.version, sorted(ours))
+    if not args.no_tables and args.reference_dir is None:
+        print(
+            f"no field tables (--reference-dir, ${reference_data.ENV}): records only",
+            file=sys.stderr,
+        )
+    elif not args.no_tables:
+        tables = table_rows(args.reference_dir, args.version, sorted(ours))
         if tables:
             title = f"aiconfigurator H200 vLLM {args.version} tables"
             sections.append((title, compare(ours, tables)))

@@ -25,7 +25,6 @@ ALLOWED = {
     "collector/timing.py::measure_cuda": "the CUDA timing loop: graph capture, clocks and "
     "canary in one place, where splitting would add calls inside the measurement",
     "bot/importers/aic.py::import_aic": "reference tables read and turned into a record, column by column",
-    "bot/render/html.py::render_html_report": "the report's context, one key per section",
     "bot/history/table.py::print_history": "the history table, built column by column",
     "bot/result_bundle.py::load_result": "a bundle's every check in turn, each one line naming file and field",
     "bot/conclude.py::conclude": "the conclude pipeline's steps in order",
