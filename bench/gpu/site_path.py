@@ -19,15 +19,18 @@ import zipfile
 from pathlib import Path
 
 
+def _is_path(line: str) -> bool:
+    """A `.pth` line that names a folder (not blank, a comment or an `import` hook)."""
+    line = line.strip()
+    return bool(line) and not line.startswith(("#", "import ", "import\t"))
+
+
 def pth_folders(target: Path) -> list[Path]:
     """The folders the `.pth` files in `target` name, in file order, existing ones only."""
     folders: list[Path] = []
     for pth in sorted(target.glob("*.pth")):
-        for line in pth.read_text().splitlines():
-            line = line.strip()
-            if not line or line.startswith("#") or line.startswith(("import ", "import\t")):
-                continue
-            folder = (target / line).resolve()
+        for line in filter(_is_path, pth.read_text().splitlines()):
+            folder = (target / line.strip()).resolve()
             if folder.is_dir() and folder not in folders:
                 folders.append(folder)
     return folders
@@ -55,11 +58,6 @@ def shipped_modules(wheel: Path) -> set[str]:
             if (rest or first.endswith((".py", ".so", ".pyd"))) and module.isidentifier():
                 modules.add(module)
     return modules
-
-
-def _is_path(line: str) -> bool:
-    line = line.strip()
-    return bool(line) and not line.startswith(("#", "import ", "import\t"))
 
 
 def main(argv: list[str]) -> int:
