@@ -58,6 +58,9 @@ _UNSUPPORTED_PATTERNS = (
     "no kernel image is available",
     "not implemented",
     "notimplemented",
+    # Kernels that name where they run: "FP8 is only supported on SM100 ... for FA4 CuTe."
+    "only supported on",
+    "only supported for",
 )
 MAX_MESSAGE_CHARS = 2000
 MAX_TRACEBACK_CHARS = 8000

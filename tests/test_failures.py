@@ -35,6 +35,13 @@ class OutOfMemoryError(RuntimeError):
         (ModuleNotFoundError("No module named 'vllm'"), BACKEND_UNAVAILABLE),
         (NotImplementedError("fp8_block"), UNSUPPORTED),
         (RuntimeError("no kernel image is available for execution on the device"), UNSUPPORTED),
+        # vLLM 0.24.0's FA4 with an fp8 KV cache on an H200 (SM90).
+        (
+            AssertionError(
+                "FP8 is only supported on SM100 (compute capability 10.x) for FA4 CuTe."
+            ),
+            UNSUPPORTED,
+        ),
         (TimeoutError("case exceeded 60 s"), TIMEOUT),
         (ValueError("shapes do not match"), ERROR),
     ],
