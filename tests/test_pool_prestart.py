@@ -3,10 +3,17 @@ and only then start; the round before keeps its processes until they have exited
 
 from __future__ import annotations
 
+import importlib
+import types
 from multiprocessing.connection import wait
+from typing import Any
 
+import pytest
+
+from collector.backends import preload
 from collector.pool import WorkerPool
 from collector.timing import Protocol
+from collector.versions import expected_flashinfer_version, expected_version
 from collector.worker import WorkerSpec
 
 SPEC = WorkerSpec(backend="torch", device="cpu", protocol=Protocol(), name="w0")
@@ -69,3 +76,35 @@ def test_without_prestart_there_are_no_spares_and_close_ends_every_process() -> 
     processes = [w.process for w in [*spare_pool.workers, *spare_pool.spares]]
     spare_pool.close()
     assert all(not p.is_alive() for p in processes)
+
+
+@pytest.mark.parametrize(
+    ("name", "backend_class", "pin"),
+    [
+        ("vllm", "collector.backends.vllm_backend.VllmBackend", expected_version),
+        (
+            "flashinfer",
+            "collector.backends.flashinfer_backend.FlashinferBackend",
+            lambda _: expected_flashinfer_version(),
+        ),
+    ],
+)
+def test_a_spare_preloads_what_building_its_framework_backend_imports(
+    name: str, backend_class: str, pin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The framework itself sits in the runtime module; a preload of the light backend
+    # module alone left vLLM's 20 s import on the critical path after "go".
+    module_name, _, class_name = backend_class.rpartition(".")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    pinned = pin(name).version
+    imported: list[str] = []
+
+    def record(module: str, package: str | None = None) -> types.ModuleType:
+        imported.append(module)
+        return types.ModuleType(module)
+
+    monkeypatch.setattr(importlib, "import_module", record)
+    preload(name)
+    preloaded, imported[:] = list(imported), []
+    cls(version_of=lambda dist: pinned)
+    assert preloaded == imported == [f"collector.backends.{name}_runtime"]

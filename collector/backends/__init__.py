@@ -78,19 +78,22 @@ def preflight(name: str) -> None:
         check()
 
 
-# The module each backend's factory imports: a spare worker imports it before its round
-# (collector/pool.py), so that the import's seconds are not spent while the GPU waits.
-_MODULES: dict[str, str] = {
-    "torch": "collector.backends.torch_backend",
-    "flashinfer": "collector.backends.flashinfer_backend",
-    "vllm": "collector.backends.vllm_backend",
-}
+# What building the torch backend imports; a framework backend's build imports its runtime
+# module (`framework_module`), which imports the framework itself (vLLM: about 20 s).
+_TORCH_MODULE = "collector.backends.torch_backend"
 
 
 def preload(name: str) -> None:
-    """Import a backend's framework without touching a device (no CUDA context is made)."""
+    """Import what building backend `name` imports, without touching a device (no CUDA
+    context is made): a spare worker does it before its round (collector/pool.py), so that
+    the import's seconds are not spent while the GPU waits."""
     check_backend_name(name)
-    importlib.import_module(_MODULES[name])
+    if name == "torch":
+        importlib.import_module(_TORCH_MODULE)
+        return
+    from collector.backends.framework_backend import framework_module
+
+    importlib.import_module(framework_module(name, "runtime"))
 
 
 def get_backend(name: str, **options: Any) -> Backend:

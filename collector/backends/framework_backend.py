@@ -55,6 +55,12 @@ class PerProcess(Generic[R]):
         return self._runtime
 
 
+def framework_module(backend: str, part: str) -> str:
+    """A framework backend's module by role: collector/backends/<backend>_<part>.py, with
+    `runtime` the one that imports the framework (what building the backend costs)."""
+    return f"collector.backends.{backend}_{part}"
+
+
 class BackendUnavailable(ImportError):
     """The framework cannot be used in this process; classified `backend_unavailable`."""
 
@@ -104,8 +110,7 @@ class FrameworkBackend:
             ) from exc
         self._runtime: Any = None
 
-    # A framework's modules are found by name (collector/backends/<name>_runtime.py,
-    # <name>_gemm.py, <name>_attention.py).
+    # A framework's modules are found by name (`framework_module`).
 
     @classmethod
     def check_installed_version(cls, version_of: VersionOf = installed_version) -> str | None:
@@ -121,7 +126,7 @@ class FrameworkBackend:
         require_cuda(cls.framework, device)
 
     def _module_of(self, part: str) -> ModuleType:
-        return importlib.import_module(f"collector.backends.{self.name}_{part}")
+        return importlib.import_module(framework_module(self.name, part))
 
     def import_runtime(self) -> ModuleType:
         return self._module_of("runtime")
