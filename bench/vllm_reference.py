@@ -105,6 +105,48 @@ def compare_rows(
     return results
 
 
+@dataclass
+class OffsetFit:
+    """What the table adds to our latency, fitted on a GEMM's activation size: table - ours
+    (us) = slope x m*k (millions of elements) + intercept. A per-element slope that explains
+    the gap (high r2) is a pass over the activations the table times and we do not; a
+    constant with no slope is a fixed per-call cost."""
+
+    dtype: str
+    matched: int
+    slope_us_per_m: float
+    intercept_us: float
+    r2: float
+
+
+def offset_fit(
+    rows: Iterable[Mapping[str, Any]], reference: Iterable[Mapping[str, Any]]
+) -> list[OffsetFit]:
+    """Per GEMM dtype family, the least-squares line of (table - ours) against m*k."""
+    from scipy import stats
+
+    spec = get_op("gemm")
+    ref = {case_key("gemm", r): r for r in reference}
+    points: dict[str, list[tuple[float, float]]] = {}
+    for row in rows:
+        match = ref.get(case_key("gemm", row))
+        if match is not None:
+            gap_us = (float(match["latency"]) - float(row["latency"])) * 1e3
+            points.setdefault(spec.dtype_of(row), []).append((row["m"] * row["k"] / 1e6, gap_us))
+    fits = []
+    for dtype in sorted(points):
+        xs, ys = zip(*points[dtype], strict=True)
+        if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:  # no line to fit
+            continue
+        line = stats.linregress(xs, ys)
+        fits.append(
+            OffsetFit(
+                dtype, len(xs), float(line.slope), float(line.intercept), float(line.rvalue**2)
+            )
+        )
+    return fits
+
+
 def rows_from_record(path: Path) -> dict[str, list[dict[str, Any]]]:
     record = read_record(path)
     return {op: table.to_pylist() for op, table in record.perf.items()}

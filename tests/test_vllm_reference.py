@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.vllm_reference import compare_rows, markdown, rows_from_smoke
+from bench.vllm_reference import compare_rows, markdown, offset_fit, rows_from_smoke
 
 
 def _gemm(dtype: str, m: int, latency: float, kernel: str) -> dict[str, object]:
@@ -60,3 +60,29 @@ def test_smoke_lines_become_rows(tmp_path: Path) -> None:
     path.write_text("\n".join(json.dumps(x) for x in lines))
     rows = rows_from_smoke(path)
     assert rows == {"gemm": [{**params, "latency": 0.01, "kernel_source": "K"}]}
+
+
+def test_offset_fit_tells_a_pass_over_the_activations_from_a_fixed_cost() -> None:
+    shapes = [(m, n, k) for m in (16, 512, 4096) for n, k in ((1024, 512), (4096, 7168))]
+
+    def row(dtype: str, m: int, n: int, k: int, latency: float) -> dict[str, object]:
+        return {"gemm_dtype": dtype, "m": m, "n": n, "k": k, "latency": latency}
+
+    ours, table = [], []
+    for i, (m, n, k) in enumerate(shapes):
+        ms = 0.01 + 0.002 * i
+        for dtype, added_us in (
+            ("fp8", 1.5 * m * k / 1e6 + 5.0),  # a pass over m x k plus a few launches
+            ("fp8_block", 50.0 + (-1) ** i * 0.5),  # a fixed per-call cost, some noise
+            ("bfloat16", 0.0),
+        ):
+            ours.append(row(dtype, m, n, k, ms))
+            table.append(row(dtype, m, n, k, ms + added_us / 1e3))
+    fits = {f.dtype: f for f in offset_fit(ours, table)}
+    assert fits["fp8"].matched == len(shapes)
+    assert fits["fp8"].slope_us_per_m == pytest.approx(1.5)
+    assert fits["fp8"].intercept_us == pytest.approx(5.0)
+    assert fits["fp8"].r2 == pytest.approx(1.0)
+    assert fits["fp8_block"].intercept_us == pytest.approx(50.0, abs=1.0)
+    assert abs(fits["fp8_block"].slope_us_per_m) < 0.1 and fits["fp8_block"].r2 < 0.5
+    assert "bfloat16" not in fits  # no gap at all: no line to fit (zero variance)

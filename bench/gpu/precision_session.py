@@ -39,7 +39,7 @@ import numpy as np
 
 from bench import reference_data
 from bench.gpu import fleet_session as fs
-from bench.vllm_reference import case_key, compare_rows
+from bench.vllm_reference import case_key, compare_rows, offset_fit
 from bot.compare.comparison import Baseline, compare_runs
 from bot.compare.stats import Settings
 from collector.aggregate import trimmed_mean
@@ -358,6 +358,7 @@ def realism(record: RunRecord, table: Path) -> dict[str, Any]:
     ref = [r for r in pq.read_table(table).to_pylist() if case_key("gemm", r) in shapes]
     bucket = {case_key("gemm", r): fs.size_bucket(r["latency"]) for r in ref}
     out: dict[str, Any] = {"backend": record.meta["backend"]}
+    offsets = {fit.dtype: asdict(fit) for fit in offset_fit(rows, ref)}
     for group in compare_rows("gemm", rows, ref):
         by_size = {}
         for name, _, _ in fs.SIZE_BUCKETS:
@@ -370,7 +371,12 @@ def realism(record: RunRecord, table: Path) -> dict[str, Any]:
                 [g] = compare_rows("gemm", part, ref)
                 by_size[name] = {"matched": g.matched, "median_ratio": g.median_ratio}
         ok = group.median_ratio is not None and abs(group.median_ratio - 1) <= REALISM_TOL
-        out[group.dtype] = {**asdict(group), "within_3pct": ok, "by_size": by_size}
+        out[group.dtype] = {
+            **asdict(group),
+            "within_3pct": ok,
+            "by_size": by_size,
+            "offset": offsets.get(group.dtype),
+        }
     return out
 
 
@@ -494,6 +500,18 @@ def markdown(report: dict[str, Any]) -> str:
             for n, _, _ in fs.SIZE_BUCKETS
         ]
         lines.append(f"| {dtype} | " + " | ".join(cells) + f" | {g['median_ratio']:.3f} |")
+    lines += [
+        "",
+        "| dtype | table - ours (us), fitted on m x k | r2 | cases |",
+        "| --- | --- | --- | --- |",
+    ]
+    for dtype in DTYPES:
+        g = report["realism"].get(dtype)
+        if g is not None and (fit := g.get("offset")) is not None:
+            lines.append(
+                f"| {dtype} | {fit['slope_us_per_m']:.2f} us per million activation elements "
+                f"{fit['intercept_us']:+.1f} us | {fit['r2']:.2f} | {fit['matched']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
