@@ -7,7 +7,10 @@ import json
 import statistics
 import tarfile
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -196,3 +199,30 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     assert "| A/A (A vs B, same GPU) | 4 cases" in text and "| cost F |" in text
     assert text.startswith("Records: A complete, B complete, C complete, F complete.")
     assert "| bfloat16 |" in text
+
+
+def test_a_partial_records_open_cases_are_set_aside_in_the_closed_figures() -> None:
+    def record(status: str, runs: dict[str, int]) -> Any:
+        table = pa.Table.from_pylist([{"case_key": k, "runs": n} for k, n in runs.items()])
+        return SimpleNamespace(status=status, perf={"gemm": table})
+
+    a = record("partial", {"k1": 3, "k2": 6, "k3": 4, "k4": 3})
+    b = record("partial", {"k1": 3, "k2": 3, "k3": 6, "k4": 5})
+    # The protocol still wanted runs of the cases at the record's most: k2 in A, k3 in B.
+    assert ps.open_cases(a, b) == {"k2", "k3"}
+    assert ps.open_cases(record("complete", {"k1": 16, "k2": 3})) == set()
+    t = {
+        "key": np.array(["k1", "k2", "k3", "k4"], dtype=object),
+        "ratio": np.array([1.001, 1.09, 1.03, 1.021]),
+        "verdict": np.array(["same", "inconclusive", "regressed", "regressed"], dtype=object),
+    }
+    aa = ps.closed_figures(t, {"k2", "k3"}, None)
+    assert aa == {
+        "cases": 2,
+        "open": 2,
+        "p99_pct": pytest.approx(np.percentile([0.1, 2.1], 99)),
+        "max_pct": pytest.approx(2.1),
+        "flagged": 1,
+    }
+    canary = ps.closed_figures(t, {"k2", "k3"}, {"k3", "k4"})
+    assert (canary["slowed"], canary["detected"], canary["others_flagged"]) == (1, 1, 0)

@@ -314,6 +314,41 @@ def load_step(directory: Path, step: str) -> tuple[dict[str, RunRecord], list[An
     )
 
 
+def open_cases(*records: RunRecord) -> set[str]:
+    """The cases a cut-short record was still measuring: those with as many runs as its
+    most-measured case (the protocol stops a case with fewer). None in a complete record."""
+    out: set[str] = set()
+    for record in records:
+        if record.status == "complete":
+            continue
+        rows = [r for table in record.perf.values() for r in table.to_pylist()]
+        most = max((r["runs"] for r in rows), default=0)
+        out |= {r["case_key"] for r in rows if r["runs"] >= most}
+    return out
+
+
+def closed_figures(t: Any, still_open: set[str], slowed: set[str] | None) -> dict[str, Any]:
+    """|diff| and flags over the cases both records had stopped measuring; with `slowed`,
+    the canary found among them. Said beside a partial run's figures, never instead."""
+    keys = np.asarray([str(k) for k in t["key"]], dtype=object)
+    keep = ~np.isin(keys, sorted(still_open))
+    diff = np.abs(t["ratio"][keep] - 1.0) * 100
+    verdicts = t["verdict"][keep]
+    flagged = np.isin(verdicts, ["regressed", "improved"])
+    out: dict[str, Any] = {"cases": int(keep.sum()), "open": int((~keep).sum())}
+    if diff.size:
+        out["p99_pct"] = float(np.percentile(diff, 99))
+        out["max_pct"] = float(diff.max())
+    if slowed is None:
+        out["flagged"] = int(flagged.sum())
+        return out
+    hit = np.isin(keys[keep], sorted(slowed))
+    out["slowed"] = int(hit.sum())
+    out["detected"] = int(((verdicts == "regressed") & hit).sum())
+    out["others_flagged"] = int((flagged & ~hit).sum())
+    return out
+
+
 def aa_figures(a: RunRecord, b: RunRecord) -> dict[str, Any]:
     """A vs B on one GPU (A/A): flags and |diff|, the five widest cases."""
     cmp = compare_runs(a, b, Settings(), Baseline(kind="explicit-run"))
@@ -328,6 +363,7 @@ def aa_figures(a: RunRecord, b: RunRecord) -> dict[str, Any]:
         }
         for i in order
     ]
+    out["closed"] = closed_figures(t, open_cases(a, b), None)
     pct = out["abs_diff_pct"]
     out["pass"] = (
         out["cases"] >= MIN_CASES
@@ -340,9 +376,9 @@ def aa_figures(a: RunRecord, b: RunRecord) -> dict[str, Any]:
 
 def canary_figures(a: RunRecord, c: RunRecord, chosen: dict[str, Any]) -> dict[str, Any]:
     """C vs A: the slowed cases found, false flags on the others."""
-    out = fs.summarise(
-        compare_runs(a, c, Settings(), Baseline(kind="explicit-run")), set(chosen["keys"])
-    )
+    cmp = compare_runs(a, c, Settings(), Baseline(kind="explicit-run"))
+    out = fs.summarise(cmp, set(chosen["keys"]))
+    out["closed"] = closed_figures(cmp.cases, open_cases(a, c), set(chosen["keys"]))
     out["factor"], out["min_ms"] = chosen["factor"], chosen["min_ms"]
     out["share"] = round(out["detected"] / out["slowed"], 4) if out["slowed"] else None
     out["pass"] = (out["share"] or 0) >= CANARY_SHARE and out["others_flagged"] == 0
@@ -458,20 +494,35 @@ def markdown(report: dict[str, Any]) -> str:
         f"max {_pct(pct['max'])} | >= {MIN_CASES} cases, 0 flagged, p99 <= {AA_P99_PCT}%, "
         f"max <= {AA_MAX_PCT}% | {_yes(aa['pass'])} |",
     ]
+    if aa["closed"]["open"]:
+        k = aa["closed"]
+        lines.append(
+            f"| A/A, cases both had stopped measuring | {k['cases']} cases ({k['open']} still "
+            f"open), {k['flagged']} flagged; abs diff p99 {_pct(k.get('p99_pct'))}, max "
+            f"{_pct(k.get('max_pct'))} | context: a partial run | |"
+        )
     if c is not None:
         lines.append(
             f"| +{(c['factor'] - 1) * 100:g}% canary (C vs A) | {c['detected']}/{c['slowed']} of "
             f"the cases >= {c['min_ms'] * 1000:g} us flagged, {c['others_flagged']} false of "
             f"{c['cases'] - c['slowed']} | >= {CANARY_SHARE:.0%}, 0 false | {_yes(c['pass'])} |"
         )
+    if c is not None and c["closed"]["open"]:
+        k = c["closed"]
+        lines.append(
+            f"| canary, cases both had stopped measuring | {k['detected']}/{k['slowed']} "
+            f"flagged, {k['others_flagged']} false of {k['cases'] - k['slowed']} ({k['open']} "
+            "still open) | context: a partial run | |"
+        )
     for dtype in DTYPES:
         g = report["realism"].get(dtype)
         if g is not None and g["median_ratio"] is not None:
-            floor = "within 3%" if dtype != "fp8_block" else "reported"
+            floored = dtype != "fp8_block"
             backend = report["realism"]["backend"]
             lines.append(
                 f"| realism {dtype} ({backend}) | median {g['median_ratio']:.3f}"
-                f" of the table ({g['matched']} cases) | {floor} | {_yes(g['within_3pct'])} |"
+                f" of the table ({g['matched']} cases) | {'within 3%' if floored else 'reported'}"
+                f" | {_yes(g['within_3pct']) if floored else ''} |"
             )
     for name in ("A", "B", "C", "F"):
         if name in cost:
