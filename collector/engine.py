@@ -254,6 +254,7 @@ class Collection:
                 [self._spec(i, d) for i, d in enumerate(self.devices)],
                 self.cfg.case_timeout_s,
                 prestart=self.cfg.protocol.prestart_workers_on(self.cfg.device),
+                start_method=self.cfg.protocol.worker_start,
             )
             infos = self.pool.wait_ready()  # Collection.__init__ closes the pool on any error
             self.device_infos = [dict(i) for i in infos]

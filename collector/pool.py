@@ -1,4 +1,4 @@
-"""The worker pool: one spawned process per device, a watchdog, and crash attribution.
+"""The worker pool: one process per device, a watchdog, and crash attribution.
 
 The coordinator keeps the queue of pending tasks and hands one task at a time to each idle
 worker, so it always knows which case a worker is running. That is what lets it (a) kill a
@@ -10,7 +10,6 @@ outcome: a result, a failure, or (when the run is stopped) still pending for `--
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import signal
 import time
 from collections import deque
@@ -29,6 +28,7 @@ from collector.failures import (
     poisons_context,
 )
 from collector.worker import WorkerSpec, worker_main
+from collector.worker_start import acquire, release
 
 if TYPE_CHECKING:
     from collector.caseplan import Case
@@ -104,6 +104,9 @@ class _Worker:
     process: BaseProcess
     conn: Connection
     ready: bool = False
+    # Whether the process had its backend imported before it started (forked from a server
+    # that preloaded it, or a spare that imported it in standby).
+    preloaded: bool = False
     task: Task | None = None
     started: float = 0.0
     startup_failures: int = 0
@@ -127,14 +130,21 @@ class WorkerPool:
         case_timeout_s: float,
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
         prestart: bool = False,
+        start_method: str = "spawn",
     ) -> None:
-        self._mp = mp.get_context("spawn")
+        # How processes start (collector/worker_start.py): spawned, or forked from a server
+        # that imported the backend once, with the measured code's environment.
+        t0 = time.monotonic()
+        backend = specs[0].backend if specs else "torch"
+        self._mp = acquire(start_method, backend, measured_code_environment())
+        self._start_method: str | None = start_method
         self.case_timeout_s = case_timeout_s
         self.startup_timeout_s = startup_timeout_s
         self.workers: list[_Worker] = []
         self.replacements = 0
         # Times every worker was replaced by a fresh process between rounds, and the seconds
-        # spent waiting for workers to become ready (a cost of the run, not of any case).
+        # spent starting workers and waiting for them to become ready (a cost of the run, not
+        # of any case; a forkserver's own start and import are in the first start).
         self.recycles = 0
         self.startup_seconds = 0.0
         # With `prestart`, the next round's processes start while this round measures: each
@@ -149,6 +159,7 @@ class WorkerPool:
         except BaseException:
             self.close()
             raise
+        self.startup_seconds += time.monotonic() - t0
 
     def _next_spec(self, spec: WorkerSpec, recycle: int) -> WorkerSpec:
         return replace(spec, name=f"{spec.name.split('.')[0]}.r{recycle}", standby=False)
@@ -214,6 +225,7 @@ class WorkerPool:
             )
         if msg["type"] == "ready":  # a spare's "standby" comes first and means nothing here
             w.ready = True
+            w.preloaded = bool(msg.get("preloaded"))
             w.info = msg["device_info"]
             w.startup_failures = 0
 
@@ -398,6 +410,9 @@ class WorkerPool:
             self._replace(w)
 
     def close(self) -> None:
+        if self._start_method is not None:
+            release(self._start_method)
+            self._start_method = None
         workers, self.spares = [*self.workers, *self.spares], []
         for w in workers:
             try:

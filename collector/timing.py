@@ -29,6 +29,7 @@ from collector.settings import setting
 T = TypeVar("T")
 PLACEMENT_ORDERS = ("upfront", "between")
 FRESH_WORKERS = ("gpu", "always", "never")
+WORKER_STARTS = ("spawn", "forkserver")
 CPU_CLOCKS = ("process", "wall")
 
 
@@ -153,6 +154,15 @@ class Protocol:
         "measures ('gpu': on CUDA devices only); they import their backend and wait, and "
         "make their CUDA context only once the current round's processes have exited.",
     )
+    # A spawned worker imports its backend (vLLM: about 20 s on the H200); a forked one
+    # starts from a server that imported it once. Spawn until a GPU run shows no difference.
+    worker_start: str = setting(
+        "spawn",
+        choices=WORKER_STARTS,
+        help="How worker processes start: 'spawn' (each imports its backend) or "
+        "'forkserver' (forked from one server process that imported the backend once and "
+        "made no CUDA context; a fresh worker then only makes its CUDA context).",
+    )
     # Adaptive stopping: the half-width is over per-run trimmed means, the estimate's own
     # unit; a case still wider than the target goes on up to `runs`.
     min_runs: int = setting(
@@ -198,6 +208,8 @@ class Protocol:
             raise ValueError(
                 f"prestart_workers {self.prestart_workers!r} is not one of {FRESH_WORKERS}"
             )
+        if self.worker_start not in WORKER_STARTS:
+            raise ValueError(f"worker_start {self.worker_start!r} is not one of {WORKER_STARTS}")
         if self.cpu_clock not in CPU_CLOCKS:
             raise ValueError(f"cpu_clock {self.cpu_clock!r} is not one of {CPU_CLOCKS}")
 

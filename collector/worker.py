@@ -1,6 +1,7 @@
 """A worker process: owns one device, measures the tasks the coordinator sends it.
 
-Spawned (never forked: CUDA does not survive a fork). It ignores SIGINT and SIGTERM, which
+Spawned, or forked from a server that made no CUDA context (collector/worker_start.py): a
+process that made one cannot fork a usable CUDA child. It ignores SIGINT and SIGTERM, which
 are the coordinator's to handle; the coordinator kills it when it must. After a CUDA-fatal
 error the worker reports the failure and exits, because its context is poisoned.
 """
@@ -43,6 +44,8 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if spec.standby and not _stand_by(conn, spec):
         return
+    # Imported before this worker's start: by the server it was forked from, or in standby.
+    preloaded = _imported(spec.backend)
     try:
         ctx, info = _start(spec)
     except Exception as exc:
@@ -59,7 +62,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         )
         conn.close()
         return
-    conn.send({"type": "ready", "pid": os.getpid(), "device_info": info})
+    conn.send({"type": "ready", "pid": os.getpid(), "device_info": info, "preloaded": preloaded})
     from collector.caseplan import Case
     from collector.failures import poisons_context
     from collector.measure import measure_case
@@ -84,6 +87,15 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         if poisons_context(outcome.classification):
             conn.close()
             os._exit(0)  # the coordinator replaces this worker with a fresh context
+
+
+def _imported(backend: str) -> bool:
+    """Whether what building `backend` imports is in this process already."""
+    import sys
+
+    from collector.backends import preload_module
+
+    return preload_module(backend) in sys.modules
 
 
 def _stand_by(conn: Connection, spec: WorkerSpec) -> bool:

@@ -278,6 +278,12 @@ CONTROLS = [
         ("tests/test_secrets_env.py",),
     ),
     Control(
+        "S5b",
+        "the forkserver workers fork from starts with the allow-listed environment",
+        (edit("collector/worker_start.py", "        with environment_for_children(env):\n            forkserver.ensure_running()", "        if True:\n            forkserver.ensure_running()"),),
+        ("tests/test_secrets_env.py::test_a_worker_process_receives_no_secret",),
+    ),
+    Control(
         "S6",
         "the container gets no host environment",
         (edit("bot/images/container.py", "    env = {**JIT_CACHE_ENV, **passthrough_env(opts.env_names, os.environ)}", "    env = {**JIT_CACHE_ENV, **os.environ}"),

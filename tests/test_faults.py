@@ -3,6 +3,7 @@ and every other case still produces rows (issue 3's fault acceptance)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,14 @@ FATAL = "gemm_dtype=bfloat16,m=8,n=512,k=256"
 FAIL = "gemm_dtype=bfloat16,m=8,n=512,k=512"
 
 
-def test_segfault_hang_cuda_fatal_and_exception_each_recorded_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("worker_start", ["spawn", "forkserver"])
+def test_segfault_hang_cuda_fatal_and_exception_each_recorded_once(
+    tmp_path: Path, worker_start: str
+) -> None:
     cfg = CollectConfig(
         out=tmp_path / "run",
         case_set="smoke",
-        protocol=FAST,
+        protocol=replace(FAST, worker_start=worker_start),
         canary=Canary(
             crash=CaseSelector.parse(CRASH),
             hang=CaseSelector.parse(HANG),

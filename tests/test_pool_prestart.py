@@ -4,8 +4,11 @@ and only then start; the round before keeps its processes until they have exited
 from __future__ import annotations
 
 import importlib
+import os
 import types
+from dataclasses import replace
 from multiprocessing.connection import wait
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,3 +111,47 @@ def test_a_spare_preloads_what_building_its_framework_backend_imports(
     preloaded, imported[:] = list(imported), []
     cls(version_of=lambda dist: pinned)
     assert preloaded == imported == [f"collector.backends.{name}_runtime"]
+
+
+def test_forkserver_workers_start_with_their_backend_imported_and_fresh_each_round() -> None:
+    spec = replace(SPEC, protocol=Protocol(worker_start="forkserver"))
+    pool = WorkerPool([spec], case_timeout_s=60, start_method="forkserver")
+    try:
+        pool.wait_ready()
+        first = pool.workers[0]
+        assert first.preloaded  # forked from the server that imported torch_backend
+        pool.recycle()
+        second = pool.workers[0]
+        assert second.preloaded and second.process.pid != first.process.pid
+        assert second.process.pid not in (None, os.getpid())
+    finally:
+        pool.close()
+    spawned = WorkerPool([SPEC], case_timeout_s=60)
+    try:
+        spawned.wait_ready()
+        assert not spawned.workers[0].preloaded  # a spawned worker imports it itself
+    finally:
+        spawned.close()
+
+
+def test_one_forkserver_serves_one_backend_and_environment_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = WorkerPool([SPEC], case_timeout_s=60, start_method="forkserver")
+    try:
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")  # another measured-code environment
+        with pytest.raises(RuntimeError, match="one at a time per process"):
+            WorkerPool([SPEC], case_timeout_s=60, start_method="forkserver")
+    finally:
+        pool.close()
+    # Once that pool has closed, the server is started again for the new environment.
+    again = WorkerPool([SPEC], case_timeout_s=60, start_method="forkserver")
+    try:
+        again.wait_ready()
+        assert again.workers[0].preloaded
+        pid = again.workers[0].process.pid
+        assert pid is not None
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"OMP_NUM_THREADS=3" in environ
+    finally:
+        again.close()

@@ -71,9 +71,12 @@ def test_the_allow_list_drops_secret_names_and_values(secret_env: dict[str, str]
     assert env["PATH"] == secret_env["PATH"]
 
 
-def test_a_worker_process_receives_no_secret(secret_env: dict[str, str]) -> None:
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_a_worker_process_receives_no_secret(secret_env: dict[str, str], start_method: str) -> None:
+    """Spawned, or forked from the server that preloaded the backend (which inherits the
+    server's environment, the kernel's copy included)."""
     spec = WorkerSpec(backend="torch", device="cpu", protocol=Protocol(), name="w0")
-    pool = WorkerPool([spec], case_timeout_s=60)
+    pool = WorkerPool([spec], case_timeout_s=60, start_method=start_method)
     try:
         pool.wait_ready()
         [worker] = pool.workers

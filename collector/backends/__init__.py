@@ -83,17 +83,22 @@ def preflight(name: str) -> None:
 _TORCH_MODULE = "collector.backends.torch_backend"
 
 
-def preload(name: str) -> None:
-    """Import what building backend `name` imports, without touching a device (no CUDA
-    context is made): a spare worker does it before its round (collector/pool.py), so that
-    the import's seconds are not spent while the GPU waits."""
+def preload_module(name: str) -> str:
+    """The module that building backend `name` imports: the framework's heavy part."""
     check_backend_name(name)
     if name == "torch":
-        importlib.import_module(_TORCH_MODULE)
-        return
+        return _TORCH_MODULE
     from collector.backends.framework_backend import framework_module
 
-    importlib.import_module(framework_module(name, "runtime"))
+    return framework_module(name, "runtime")
+
+
+def preload(name: str) -> None:
+    """Import what building backend `name` imports, without touching a device (no CUDA
+    context is made): a spare worker, or the server workers fork from, does it before a
+    round (collector/pool.py), so that the import's seconds are not spent while the GPU
+    waits."""
+    importlib.import_module(preload_module(name))
 
 
 def get_backend(name: str, **options: Any) -> Backend:
@@ -102,4 +107,12 @@ def get_backend(name: str, **options: Any) -> Backend:
     return _FACTORIES[name](**options)
 
 
-__all__ = ["BACKEND_NAMES", "Backend", "Prepared", "get_backend", "preflight", "preload"]
+__all__ = [
+    "BACKEND_NAMES",
+    "Backend",
+    "Prepared",
+    "get_backend",
+    "preflight",
+    "preload",
+    "preload_module",
+]

@@ -1,0 +1,63 @@
+"""How worker processes start (`Protocol.worker_start`): spawned, each importing its backend,
+or forked from one server process that imported it once.
+
+A spawned worker execs a new interpreter and imports its backend: vLLM takes about 20 s a
+worker on the H200, and every round's fresh workers pay it while the GPU waits. A forkserver
+imports the backend once, without a CUDA context (torch and vLLM make none at import; vLLM
+forks its own workers the same way), and forks each worker from that state: a fresh process
+that only has to make its CUDA context. The server starts with the measured code's
+environment (no secret), which every worker it forks inherits. There is one server per
+process, so a pool that would need another backend or environment while the server serves
+a live pool is refused, never handed the other's.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Mapping
+from multiprocessing import forkserver
+from multiprocessing.context import ForkServerContext, SpawnContext
+
+from collector.backends import preload_module
+from collector.environment import environment_for_children
+from collector.timing import WORKER_STARTS
+
+
+class _Server:
+    """The process's forkserver: what it preloaded, with which environment, for how many
+    live pools."""
+
+    key: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    users = 0
+
+
+def acquire(method: str, backend: str, env: Mapping[str, str]) -> SpawnContext | ForkServerContext:
+    """The multiprocessing context a pool starts its workers with; for "forkserver", a server
+    that has imported `backend` under exactly `env` (started, or restarted when idle)."""
+    if method == "spawn":
+        return mp.get_context("spawn")
+    if method != "forkserver":
+        raise ValueError(f"worker_start {method!r} is not one of {WORKER_STARTS}")
+    key = (preload_module(backend), tuple(sorted(env.items())))
+    if _Server.key != key:
+        if _Server.users:
+            raise RuntimeError(
+                "the forkserver serves a live worker pool of another backend or environment; "
+                "one at a time per process"
+            )
+        # A server started for another key (or by someone else) goes: its workers would
+        # inherit what it imported and the environment it was started with.
+        forkserver._forkserver._stop()  # type: ignore[attr-defined]
+        context = mp.get_context("forkserver")
+        context.set_forkserver_preload(["collector.worker", key[0]])
+        with environment_for_children(env):
+            forkserver.ensure_running()
+        _Server.key = key
+    _Server.users += 1
+    return mp.get_context("forkserver")
+
+
+def release(method: str) -> None:
+    """A pool that acquired `method` has closed."""
+    if method == "forkserver":
+        _Server.users = max(0, _Server.users - 1)
