@@ -170,10 +170,13 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     assert ps.main(["aa", "--out", str(out), "--work", str(tmp_path / "w2"), *common]) == 2
     assert capsys.readouterr().err.startswith("error: ") and summary["complete"]
 
+    # The fixed step's workers forked from a preloaded server (--worker-start forkserver).
     args = ["fixed", "--out", str(out), "--work", str(tmp_path / "w3"), "--runs", "3"]
-    assert ps.main([*args, *common]) == 0
+    assert ps.main([*args, "--worker-start", "forkserver", *common]) == 0
     fixed = json.loads((out / ps.summary_name("fixed")).read_text())
     assert fixed["complete"] is True and fixed["collections"]["F"]["cost"]["runs_mean"] == 3
+    assert fixed["collections"]["F"]["worker_start"] == "forkserver"
+    assert summary["collections"]["A"]["worker_start"] == "spawn"
 
     md = tmp_path / "report.md"
     capsys.readouterr()

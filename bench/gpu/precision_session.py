@@ -8,7 +8,8 @@ Four steps; `draw` and `analyse` run on a CPU machine, `aa` and `fixed` on the G
         0.24.0 H200 reference table, outside the project's case files, the panel and
         bench/gpu/fleet_cases.yaml, into bench/gpu/precision_cases.yaml (committed)
     PYTHONUNBUFFERED=1 python3 -m bench.gpu.precision_session aa --out $OUT
-        collections A (--prestart-workers never) and B (gpu), the shipped defaults otherwise,
+        collections A (--prestart-workers never) and B (gpu), the shipped defaults otherwise
+        (--worker-start forkserver: every collection's workers forked from a preloaded server),
         and C, a +2% canary on the cases A's first round measured at 20 us or more (C times
         every case), interleaved by rounds, backend vllm;
         $OUT/precision-aa-records.tar.gz and $OUT/precision-aa-summary.json
@@ -48,7 +49,7 @@ from collector.caseplan import CaseSelector
 from collector.engine import Collection
 from collector.errors import UserError
 from collector.record import CHECKPOINT, RunRecord, read_record
-from collector.timing import Protocol
+from collector.timing import WORKER_STARTS, Protocol
 
 HERE = Path(__file__).resolve().parent
 CASE_FILE = HERE / "precision_cases.yaml"
@@ -136,6 +137,7 @@ def protocol_for(args: argparse.Namespace, name: str) -> Protocol:
         base = replace(fs.TEST_PROTOCOL, fresh_workers="always", prestart_workers=mode)
     else:
         base = Protocol(prestart_workers=prestart)
+    base = replace(base, worker_start=args.worker_start)
     return replace(base, target_ci=0.0, runs=args.runs) if name == "F" else base
 
 
@@ -291,6 +293,7 @@ def collection_summary(
         "status": record.status,
         "backend": record.meta["backend"],
         "prestart_workers": record.meta["protocol"]["prestart_workers"],
+        "worker_start": record.meta["protocol"].get("worker_start", "spawn"),
         "device": record.meta["device"].get("name"),
         "gpu_uuid": record.meta["device"].get("uuid"),
         "cost": all_in_cost(record, segments, name),
@@ -581,6 +584,8 @@ def parser() -> argparse.ArgumentParser:
         s = fs.collection_arguments(sub.add_parser(step), CASE_FILE, 7.5)
         s.add_argument("--backend", default="vllm")
         s.add_argument("--resume-from", type=Path, default=None)
+        # Every collection of the step; the shipped default unless asked (collector/timing.py).
+        s.add_argument("--worker-start", choices=WORKER_STARTS, default=Protocol().worker_start)
         if step == "fixed":
             s.add_argument("--runs", type=int, default=FIXED_RUNS)
     a = sub.add_parser("analyse")
