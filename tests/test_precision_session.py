@@ -229,3 +229,18 @@ def test_a_partial_records_open_cases_are_set_aside_in_the_closed_figures() -> N
     }
     canary = ps.closed_figures(t, {"k2", "k3"}, {"k3", "k4"})
     assert (canary["slowed"], canary["detected"], canary["others_flagged"]) == (1, 1, 0)
+
+
+def test_aa_with_forked_workers_completes_its_three_collections(tmp_path: Path) -> None:
+    """The next lease's configuration: A, B and C, their rounds interleaved, every worker
+    forked from the process's one server (same backend and environment)."""
+    args = ["aa", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "w")]
+    args += ["--cases", str(ps.CASE_FILE), "--case-set", "cpu", "--device", "cpu"]
+    args += ["--backend", "torch", "--test-protocol", "--worker-start", "forkserver"]
+    assert ps.main(args) == 0
+    summary = json.loads((tmp_path / "out" / ps.summary_name("aa")).read_text())
+    assert summary["complete"] is True
+    for name in ("A", "B", "C"):
+        column = summary["collections"][name]
+        assert column["status"] == "complete" and column["worker_start"] == "forkserver"
+        assert column["cost"]["pool_starts"] >= 2
