@@ -297,6 +297,7 @@ def take_samples(
     placements: int = 1,
     sleep: Callable[[float], None] = time.sleep,
     reference_mhz: float | None = None,
+    rewarm: Callable[[int], None] | None = None,
 ) -> RunSamples:
     """The sampling loop shared by the CPU and CUDA paths.
 
@@ -306,7 +307,9 @@ def take_samples(
     throttled (NVML's reasons, or a measured clock under `clock_floor` times the fastest
     clock measured for this case: `reference_mhz` from earlier runs, or an earlier sample of
     this run) is retaken after `retake_cooldown_s` instead of redoing the whole run, up to
-    `max_retakes` times per run.
+    `max_retakes` times per run. `rewarm(s)` runs sample `s`'s calls once, untimed, after
+    the cool-down: a sample timed straight after it ran cold (on the H200, a 4.5 us GEMM's
+    retaken samples were up to 60% slow at a normal SM clock, and kept).
     """
     out = RunSamples([], [], [], [], inner, timing_mode, 0, placements)
     fastest = reference_mhz or 0.0
@@ -330,6 +333,8 @@ def take_samples(
                 break
             out.retakes += 1
             sleep(protocol.retake_cooldown_s)
+            if rewarm is not None:
+                rewarm(slot)
         out.ms.append(elapsed_ms / inner)
         out.sm_mhz.append(reading.sm_mhz)
         out.power_w.append(reading.power_w)
@@ -558,4 +563,5 @@ def measure_cuda(
         mode,
         replays.count,
         reference_mhz=reference_mhz,
+        rewarm=lambda slot: replays[placement_of(slot, replays.count, protocol.samples)](),
     )

@@ -99,6 +99,43 @@ def test_a_throttled_sample_is_retaken_after_a_cool_down_not_averaged_in() -> No
     assert run.sm_mhz == [1980.0, 1980.0, 1980.0]
 
 
+def test_a_retaken_sample_follows_one_untimed_pass_after_its_cool_down() -> None:
+    # After a cool-down the GPU and the launch path are cold: the retake is timed warm.
+    protocol = Protocol(samples=3, max_retakes=8, retake_cooldown_s=0.25, idle_ratio=0.0)
+    clocks = ScriptedClocks([False, True, True, False, False])
+    events: list[str] = []
+    _, timer = _timer([1.0, 9.0, 8.0, 2.0, 3.0])
+
+    def time_sample(slot: int) -> tuple[float, float | None]:
+        events.append(f"time {slot}")
+        return timer(slot)
+
+    def sleep(seconds: float) -> None:
+        events.append(f"sleep {seconds}")
+
+    run = take_samples(
+        time_sample,
+        clocks,
+        protocol,
+        1,
+        "graph",
+        sleep=sleep,
+        rewarm=lambda s: events.append(f"warm {s}"),
+    )
+    assert run.ms == [1.0, 2.0, 3.0]
+    assert events == [
+        "time 0",
+        "time 1",
+        "sleep 0.25",
+        "warm 1",
+        "time 1",
+        "sleep 0.25",
+        "warm 1",
+        "time 1",
+        "time 2",
+    ]
+
+
 def test_retakes_are_bounded_per_run_and_what_stays_throttled_is_marked() -> None:
     protocol = Protocol(samples=4, max_retakes=2, idle_ratio=0.0)
     clocks = ScriptedClocks([True] * 20)
