@@ -11,6 +11,7 @@ shipped protocol), over the cases below twice: the first pass is what a fresh pr
 the second the marginal cost. Each first-pass case runs under cProfile; `--out` gets
 `timings.json` (phases and cases, seconds) and one `<n>-<case>.txt` per profile (its top
 functions by cumulative time), to tell what is per-process set-up from what is per case.
+Run it where the JIT caches are warm (after a collection), or it times their compiles.
 """
 
 from __future__ import annotations
