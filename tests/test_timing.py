@@ -13,9 +13,12 @@ from collector.backends.base import Prepared
 from collector.device import ClockReading
 from collector.measure import mostly_throttled
 from collector.timing import (
+    PILOT_SPIN_MAX_US,
+    PILOT_TRIES,
     Protocol,
     RunSamples,
     choose_inner,
+    gpu_pilot_ms,
     measure_cpu,
     placement_of,
     placements_for,
@@ -310,3 +313,46 @@ def test_fresh_workers_setting_says_where_rounds_take_fresh_processes(
 def test_an_unknown_fresh_workers_setting_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="fresh_workers 'sometimes' is not one of"):
         Protocol(fresh_workers="sometimes")
+
+
+# --- the CUDA pilot: it must time the GPU, not the host that queues the calls ---
+
+
+def _pilots(
+    script: list[tuple[float, float]],
+) -> tuple[list[float], Callable[[float], tuple[float, float]]]:
+    """Pilots in order: (GPU ms per call as the events saw it, host us to queue the calls)."""
+    spins: list[float] = []
+
+    def time_calls(spin_us: float) -> tuple[float, float]:
+        spins.append(spin_us)
+        return script[len(spins) - 1]
+
+    return spins, time_calls
+
+
+def test_a_pilot_whose_host_outlasted_its_spin_is_retaken_behind_a_longer_spin() -> None:
+    # vLLM's eager layer: 240 us of host time for three calls of a 5 us kernel. Behind a
+    # 100 us spin the events time the host (80 us a call); behind 480 us, the kernel.
+    spins, time_calls = _pilots([(0.080, 240.0), (0.0052, 250.0), (0.0050, 230.0)])
+    assert gpu_pilot_ms(time_calls, 100.0) == 0.0050
+    assert spins == [100.0, 480.0, 480.0]
+
+
+def test_a_pilot_the_host_queued_in_time_is_taken_as_it_is() -> None:
+    # torch's eager GEMM: 30 us of host time fits in the 100 us spin; two pilots, no more.
+    spins, time_calls = _pilots([(0.0061, 30.0), (0.0050, 28.0), (0.0040, 28.0)])
+    assert gpu_pilot_ms(time_calls, 100.0) == 0.0050
+    assert spins == [100.0, 100.0]
+
+
+def test_a_host_that_never_keeps_up_gives_its_fastest_pilot_not_an_endless_spin() -> None:
+    spins, time_calls = _pilots([(0.5, 30_000.0)] * 4 + [(0.4, 30_000.0)])
+    assert gpu_pilot_ms(time_calls, 100.0) == 0.4
+    assert len(spins) == PILOT_TRIES and max(spins) == PILOT_SPIN_MAX_US
+
+
+def test_without_a_launch_spin_the_pilot_is_the_fastest_of_two_as_before() -> None:
+    spins, time_calls = _pilots([(0.080, 240.0), (0.070, 240.0)])
+    assert gpu_pilot_ms(time_calls, 0.0) == 0.070
+    assert spins == [0.0, 0.0]
