@@ -10,6 +10,8 @@ takes about 20 s cold; `vllm_backend` imports it on the first prepared case only
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import json
 import os
 import socket
@@ -48,6 +50,20 @@ from collector.backends.vllm_support import (  # noqa: E402
     PROBE_ARCHITECTURE,
     model_hf_config,
 )
+
+# What building a GEMM layer and its first call import; vLLM imports them lazily, so a
+# fresh worker paid them on its first case (on the H200: 2.1-2.5 s on its first vLLM case,
+# about 3 s of FlashInfer's GEMM module on its first block-FP8 case). Imported with this
+# module, a forkserver imports them once for every worker it forks; none makes a CUDA
+# context (FlashInfer's is imported only where it is installed, as vLLM does).
+FIRST_CASE_MODULES = (
+    "vllm.model_executor.layers.linear",
+    "vllm.model_executor.layers.quantization.fp8",
+    "flashinfer.gemm",
+)
+for _module in FIRST_CASE_MODULES:
+    if importlib.util.find_spec(_module.partition(".")[0]) is not None:
+        importlib.import_module(_module)
 
 # The KV cache page size. vLLM's serving default on CUDA is 16; the field's H200 tables
 # (aiconfigurator, vLLM 0.24.0) were collected with 64, so 64 keeps rows comparable.
