@@ -164,12 +164,27 @@ def test_changed_collector_rebuilds_only_its_own_layer(
     )
     assert result.built and result.ref != first["ref"]
     before, after = _layers(client, first["ref"]), _layers(client, result.ref)
-    # base, COPY requirements, COPY wheels, RUN deps | COPY collector, COPY pins: the
-    # dependency layers are the same layers; only the collector's own (tiny) ones are new.
-    assert len(before) == len(after) == 6
+    # base, COPY requirements, COPY wheels, RUN deps | COPY collector, RUN its bytecode,
+    # COPY pins: the dependency layers are the same layers; only the collector's are new.
+    assert len(before) == len(after) == 7
     assert before[:4] == after[:4]
     assert before[4] != after[4]
     assert result.cached_steps >= 4
+
+
+def test_the_image_carries_bytecode_so_that_workers_do_not_compile_their_imports(
+    client: Any, first: dict[str, Any]
+) -> None:
+    # Workers run with PYTHONDONTWRITEBYTECODE: what the image lacks, every worker compiles.
+    probe = (
+        "import importlib.util as u, os, collector.record, yaml; "
+        "print(all(os.path.exists(u.cache_from_source(m.__file__)) "
+        "for m in (collector.record, yaml)))"
+    )
+    out: bytes = client.containers.run(
+        first["ref"], ["python3", "-c", probe], network_mode="none", remove=True
+    )
+    assert out.decode().strip() == "True"
 
 
 def test_manifest_change_rebuilds_and_a_mismatch_fails_verify_naming_both_versions(
