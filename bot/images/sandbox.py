@@ -34,6 +34,9 @@ JIT_CACHE_ENV = {
     "TRITON_CACHE_DIR": f"{CACHE}/triton",
     "FLASHINFER_WORKSPACE_BASE": f"{CACHE}/flashinfer",
     "VLLM_CACHE_ROOT": f"{CACHE}/vllm",
+    # FlashInfer's block-FP8 GEMM compiles each shape's kernel with nvcc into $HOME, which is
+    # the container's own tmpfs: every collection would compile them again.
+    "TRTLLM_DG_CACHE_DIR": f"{CACHE}/tensorrt_llm",
     "CUDA_CACHE_PATH": f"{CACHE}/nv-compute",
     "CUDA_CACHE_MAXSIZE": str(4 << 30),
 }
