@@ -595,6 +595,7 @@ class Collection:
                     "replacements": self.pool.replacements,
                     "prestarted": self.pool.prestarted,
                     "seconds": round(self.pool.startup_seconds, 3),
+                    "server_seconds": round(self.pool.server_seconds, 3),
                 }
             self.pool.close()
             self.pool = None

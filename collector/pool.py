@@ -137,6 +137,9 @@ class WorkerPool:
         t0 = time.monotonic()
         backend = specs[0].backend if specs else "torch"
         self._mp = acquire(start_method, backend, measured_code_environment())
+        # A forkserver's own start and import (about 0 when reused, or spawned): counted in
+        # startup_seconds and kept apart, since collections that share a server share it.
+        self.server_seconds = time.monotonic() - t0
         self._start_method: str | None = start_method
         self.case_timeout_s = case_timeout_s
         self.startup_timeout_s = startup_timeout_s
@@ -144,7 +147,7 @@ class WorkerPool:
         self.replacements = 0
         # Times every worker was replaced by a fresh process between rounds, and the seconds
         # spent starting workers and waiting for them to become ready (a cost of the run, not
-        # of any case; a forkserver's own start and import are in the first start).
+        # of any case; a forkserver's own start and import included).
         self.recycles = 0
         self.startup_seconds = 0.0
         # With `prestart`, the next round's processes start while this round measures: each

@@ -52,9 +52,18 @@ def acquire(method: str, backend: str, env: Mapping[str, str]) -> SpawnContext |
         context.set_forkserver_preload(["collector.worker", key[0]])
         with environment_for_children(env):
             forkserver.ensure_running()
+        # The server preloads after it starts: one no-op child waits for that, so that the
+        # import is timed here (the server's start), not in some worker's start.
+        ready = context.Process(target=_noop, name="collector-forkserver-ready")
+        ready.start()
+        ready.join()
         _Server.key = key
     _Server.users += 1
     return mp.get_context("forkserver")
+
+
+def _noop() -> None:
+    """A child's whole work: being forked at all proves the server has preloaded."""
 
 
 def release(method: str) -> None:

@@ -244,3 +244,21 @@ def test_aa_with_forked_workers_completes_its_three_collections(tmp_path: Path) 
         column = summary["collections"][name]
         assert column["status"] == "complete" and column["worker_start"] == "forkserver"
         assert column["cost"]["pool_starts"] >= 2
+    # One server served the three (maybe started by an earlier test): each is charged it.
+    shared = {summary["collections"][n]["cost"]["server_start_s"] for n in "ABC"}
+    assert len(shared) == 1
+
+
+def test_each_collection_is_charged_the_server_its_call_shared_not_its_own_share() -> None:
+    # A's first pool started the call's forkserver (10 s of its 12); B and C forked from it.
+    segments = [
+        {"worker_starts": {
+            "A": {"seconds": 12.0, "server_seconds": 10.0},
+            "B": {"seconds": 0.5, "server_seconds": 0.001},
+            "C": None,
+        }},
+        {"worker_starts": {"A": {"seconds": 1.0}, "B": {"seconds": 0.4}, "C": {"seconds": 0.3}}},
+    ]  # fmt: skip
+    assert ps.charged_starts(segments, "A") == (13.0, 10.0)
+    assert ps.charged_starts(segments, "B") == (10.899, 10.0)
+    assert ps.charged_starts(segments, "C") == (0.3, 0.0)

@@ -270,12 +270,31 @@ def add_segment(
     return list(segments)
 
 
+def charged_starts(segments: list[dict[str, Any]], name: str) -> tuple[float, float]:
+    """(Worker-start seconds charged to collection `name`, the forkserver starts in them).
+
+    The collections of one call share its forkserver, and the first to start pays for it;
+    on its own each would start one, so each is charged its calls' server start instead of
+    its own share. Records made before the pools timed their server charge what they held.
+    """
+    total = shared = 0.0
+    for segment in segments:
+        starts = segment["worker_starts"]
+        if not starts.get(name):
+            continue
+        server = max((float(w.get("server_seconds") or 0) for w in starts.values() if w), default=0)
+        total += float(starts[name]["seconds"]) - float(starts[name].get("server_seconds") or 0)
+        total += server
+        shared += server
+    return round(total, 3), round(shared, 3)
+
+
 def all_in_cost(record: RunRecord, segments: list[dict[str, Any]], name: str) -> dict[str, Any]:
     """fleet_session's cost with the worker starts of every call, and the all-in total:
     the cases' device seconds, the worker starts and the panel."""
     out = fs.cost(record)
     starts = [s["worker_starts"][name] for s in segments if s["worker_starts"].get(name)]
-    out["worker_start_s"] = round(sum(s["seconds"] for s in starts), 3)
+    out["worker_start_s"], out["server_start_s"] = charged_starts(segments, name)
     for key in ("recycles", "prestarted"):
         out[key] = sum(int(s.get(key) or 0) for s in starts)
     # Pool starts: each call's first (no spare serves it) and every recycle.
