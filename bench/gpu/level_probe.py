@@ -27,22 +27,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from collector.caseplan import Case
+from bench.gpu.process_init import gemm_case
 
-# The bimodal cases of that run, and a steady one of each dtype as the control.
+# The bimodal cases of that run, and a steady one of two dtypes as the control.
 CASES = (
-    ("fp8", 769, 16384, 768),
-    ("fp8", 2305, 12288, 768),
-    ("fp8", 2049, 16384, 7168),
-    ("bfloat16", 192, 3584, 7168),
-    ("fp8_block", 33, 768, 6144),
-    ("bfloat16", 1025, 8192, 12288),
-    ("fp8", 8192, 32, 2048),
+    "fp8 769x16384x768",
+    "fp8 2305x12288x768",
+    "fp8 2049x16384x7168",
+    "bfloat16 192x3584x7168",
+    "fp8_block 33x768x6144",
+    "bfloat16 1025x8192x12288",
+    "fp8 8192x32x2048",
 )
-
-
-def case_of(dtype: str, m: int, n: int, k: int) -> Case:
-    return Case.build("gemm", {"gemm_dtype": dtype, "m": m, "n": n, "k": k})
 
 
 def one_process(backend_name: str, device: str, placements: int) -> dict[str, list[float]]:
@@ -61,7 +57,7 @@ def one_process(backend_name: str, device: str, placements: int) -> dict[str, li
     rng = random.Random()
     out: dict[str, list[float]] = {}
     for spec in CASES:
-        case = case_of(*spec)
+        case = gemm_case(spec)
         medians = []
         for _ in range(placements):
             torch.cuda.empty_cache()

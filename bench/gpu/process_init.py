@@ -30,16 +30,19 @@ from collector.caseplan import Case
 # First cases of each kind in the draw of 2026-12-02, in a worker's order: the first vLLM
 # case, fp8, block-FP8 through FlashInfer (the 6 s one, the two 1.3 s ones, one that is not).
 CASES = (
-    ("bfloat16", 3073, 512, 512),
-    ("fp8", 10, 1024, 512),
-    ("fp8_block", 10, 2048, 3584),
-    ("fp8_block", 14, 8192, 128),
-    ("fp8_block", 17, 64, 1024),
-    ("fp8_block", 1, 3584, 768),
+    "bfloat16 3073x512x512",
+    "fp8 10x1024x512",
+    "fp8_block 10x2048x3584",
+    "fp8_block 14x8192x128",
+    "fp8_block 17x64x1024",
+    "fp8_block 1x3584x768",
 )
 
 
-def case_of(dtype: str, m: int, n: int, k: int) -> Case:
+def gemm_case(shape: str) -> Case:
+    """'fp8 769x16384x768' -> the GEMM case of that dtype and m x n x k."""
+    dtype, mnk = shape.split()
+    m, n, k = (int(x) for x in mnk.split("x"))
     return Case.build("gemm", {"gemm_dtype": dtype, "m": m, "n": n, "k": k})
 
 
@@ -89,7 +92,7 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     for sweep in ("first", "second"):
         for n, spec in enumerate(CASES):
-            case = case_of(*spec)
+            case = gemm_case(spec)
             profile = cProfile.Profile() if sweep == "first" else None
             row: dict[str, Any] = {"pass": sweep, "case_key": case.key}
             start = time.perf_counter()
@@ -111,7 +114,7 @@ def main() -> int:
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             if profile is not None:
                 profile.disable()
-                name = f"{n}-{'-'.join(str(x) for x in spec)}.txt"
+                name = f"{n}-{spec.replace(' ', '-')}.txt"
                 (args.out / name).write_text(top_functions(profile))
             row["wall_s"] = round(time.perf_counter() - start, 3)
             print(json.dumps(row), flush=True)
