@@ -295,7 +295,7 @@ def gpu_pilot_ms(
     `time_calls(spin_us)` queues a spin of `spin_us`, then three eager calls between two
     events, and returns (GPU ms per call, host us spent queueing the calls). The events time
     the GPU only if the host queued the calls before the spin ended; else they time the host
-    (vLLM's layers spend 30-100 us of host time a call, more than many of their kernels). So
+    (vLLM's layers spend 60-110 us of host time a call, more than many of their kernels). So
     a pilot whose host time outlasted its spin is taken again behind a spin twice that host
     time. The fastest of two GPU-bound pilots is kept (the first calls may allocate); with
     `launch_block_us` 0 (no spin), the fastest of two pilots as they come.
