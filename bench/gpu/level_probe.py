@@ -3,9 +3,10 @@
     PYTHONUNBUFFERED=1 PYTHONPATH=$(cat /tmp/site/.pythonpath):$PWD \\
         python3 -m bench.gpu.level_probe --out $OUT/level-probe.json
 
-The second A/A run of 2026-12-02 (docs/benchmarks.md) found cases whose runs sit on levels
-that a process keeps: fp8 m=769 n=16384 k=768 at 27.7 or 32.9 us, fp8 m=2305 n=12288 k=768
-at 48 or 52.5 us, fp8 m=2049 n=16384 k=7168 at 421 or 454-488 us. Each of `--processes`
+The second A/A run of 2026-12-02 (docs/benchmarks.md) found cases whose runs each sit on
+one level: fp8 m=769 n=16384 k=768 at 27.7 or 32.9 us, fp8 m=2305 n=12288 k=768 at 48 or
+52.5 us, fp8 m=2049 n=16384 k=7168 at 421 or 454-488 us; runs with 8 buffer sets showed
+several levels among their samples, so placement is the suspect. Each of `--processes`
 fresh processes (spawned, as a collection's rounds are) times every case below on
 `--placements` buffer sets, each built behind a random spacer and timed alone by the shipped
 protocol with one set. If the levels show among one process's sets, they follow placement,
