@@ -251,7 +251,7 @@ def test_aa_with_forked_workers_completes_its_three_collections(tmp_path: Path) 
 
 def test_each_collection_is_charged_the_server_its_call_shared_not_its_own_share() -> None:
     # A's first pool started the call's forkserver (10 s of its 12); B and C forked from it.
-    segments = [
+    segments: list[dict[str, Any]] = [
         {"worker_starts": {
             "A": {"seconds": 12.0, "server_seconds": 10.0},
             "B": {"seconds": 0.5, "server_seconds": 0.001},
