@@ -65,6 +65,27 @@ for _module in FIRST_CASE_MODULES:
     if importlib.util.find_spec(_module.partition(".")[0]) is not None:
         importlib.import_module(_module)
 
+
+def _eager_weight_requantisation() -> None:
+    """Run vLLM's block-FP8 weight requantisation eagerly rather than `torch.compile`d.
+
+    With power-of-two scales (VLLM_USE_DEEP_GEMM_E8M0, on by default) a block-FP8 layer's
+    `process_weights_after_loading` requantises its weight through
+    `vllm.utils.deep_gemm.per_block_cast_to_fp8`, a `torch.compile(dynamic=True)` function
+    that every fresh worker compiled again: 2.6-4.6 s on its first block-FP8 case and
+    0.9-1.8 s on the next shapes, on the H200. It prepares weights and is never timed, so
+    its own eager body (the same torch ops) gives the same weights and scales for free.
+    `requant_weight_ue8m0_inplace` looks it up at call time, so rebinding the module
+    attribute reaches it.
+    """
+    import vllm.utils.deep_gemm as deep_gemm
+
+    compiled = deep_gemm.per_block_cast_to_fp8
+    deep_gemm.per_block_cast_to_fp8 = getattr(compiled, "_torchdynamo_orig_callable", compiled)
+
+
+_eager_weight_requantisation()
+
 # The KV cache page size. vLLM's serving default on CUDA is 16; the field's H200 tables
 # (aiconfigurator, vLLM 0.24.0) were collected with 64, so 64 keeps rows comparable.
 BLOCK_SIZE_ENV = "COLLECTBOT_VLLM_BLOCK_SIZE"
