@@ -591,6 +591,7 @@ class Collection:
             # What starting worker processes cost this run, beside the cases' own seconds.
             if hasattr(self, "meta"):
                 self.meta["worker_starts"] = {
+                    "method": self.pool.start_method,
                     "recycles": self.pool.recycles,
                     "replacements": self.pool.replacements,
                     "prestarted": self.pool.prestarted,

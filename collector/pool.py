@@ -140,7 +140,10 @@ class WorkerPool:
         # A forkserver's own start and import (about 0 when reused, or spawned): counted in
         # startup_seconds and kept apart, since collections that share a server share it.
         self.server_seconds = time.monotonic() - t0
-        self._start_method: str | None = start_method
+        # What the workers start with: a forkserver whose imports made a CUDA context
+        # gives way to spawning (collector/worker_start.py).
+        self.start_method = self._mp.get_start_method()
+        self._start_method: str | None = self.start_method
         self.case_timeout_s = case_timeout_s
         self.startup_timeout_s = startup_timeout_s
         self.workers: list[_Worker] = []

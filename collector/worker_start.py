@@ -8,12 +8,15 @@ forks its own workers the same way), and forks each worker from that state: a fr
 that only has to make its CUDA context. The server starts with the measured code's
 environment (no secret), which every worker it forks inherits. There is one server per
 process, so a pool that would need another backend or environment while the server serves
-a live pool is refused, never handed the other's.
+a live pool is refused, never handed the other's. A server whose imports made a CUDA
+context anyway (FlashInfer's GEMM module does on a GPU machine) would fork workers that
+cannot use CUDA at all; its first child finds that out, and workers are spawned instead.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import sys
 from collections.abc import Mapping
 from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext, SpawnContext
@@ -52,18 +55,36 @@ def acquire(method: str, backend: str, env: Mapping[str, str]) -> SpawnContext |
         context.set_forkserver_preload(["collector.worker", key[0]])
         with environment_for_children(env):
             forkserver.ensure_running()
-        # The server preloads after it starts: one no-op child waits for that, so that the
+        # The server preloads after it starts: one child waits for that, so that the
         # import is timed here (the server's start), not in some worker's start.
-        ready = context.Process(target=_noop, name="collector-forkserver-ready")
+        ready = context.Process(target=_check_fork, name="collector-forkserver-ready")
         ready.start()
         ready.join()
+        if ready.exitcode == CUDA_BEFORE_FORK:
+            forkserver._forkserver._stop()  # type: ignore[attr-defined]
+            _Server.key = None
+            print(
+                f"warning: importing {key[0]} made a CUDA context, which forked workers "
+                "cannot use; workers are spawned instead",
+                file=sys.stderr,
+                flush=True,
+            )
+            return mp.get_context("spawn")
         _Server.key = key
     _Server.users += 1
     return mp.get_context("forkserver")
 
 
-def _noop() -> None:
-    """A child's whole work: being forked at all proves the server has preloaded."""
+# The exit status of a forked child whose torch had made a CUDA context before the fork.
+CUDA_BEFORE_FORK = 86
+
+
+def _check_fork() -> None:
+    """A child's whole work: being forked at all proves the server has preloaded; torch
+    marks a child forked after CUDA was initialised, where every CUDA call would fail."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda._is_in_bad_fork():
+        sys.exit(CUDA_BEFORE_FORK)
 
 
 def release(method: str) -> None:

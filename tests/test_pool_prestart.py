@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from collector import worker_start
 from collector.backends import preload
 from collector.pool import WorkerPool
 from collector.timing import Protocol
@@ -155,3 +156,25 @@ def test_one_forkserver_serves_one_backend_and_environment_at_a_time(
         assert b"OMP_NUM_THREADS=3" in environ
     finally:
         again.close()
+
+
+def test_a_forkserver_whose_imports_made_a_cuda_context_gives_way_to_spawned_workers(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(worker_start, "preload_module", lambda backend: "tests.cuda_before_fork")
+    pool = WorkerPool([SPEC], case_timeout_s=60, start_method="forkserver")
+    try:
+        pool.wait_ready()
+        assert pool.start_method == "spawn"
+        assert not pool.workers[0].preloaded  # spawned: it imported its backend itself
+    finally:
+        pool.close()
+    assert "importing tests.cuda_before_fork made a CUDA context" in capfd.readouterr().err
+    monkeypatch.undo()
+    # The next pool gets a server that preloads the backend again.
+    forked = WorkerPool([SPEC], case_timeout_s=60, start_method="forkserver")
+    try:
+        forked.wait_ready()
+        assert forked.start_method == "forkserver" and forked.workers[0].preloaded
+    finally:
+        forked.close()

@@ -3,10 +3,10 @@
 And a block-FP8 layer's weight requantisation runs eagerly, with the compiled function's
 weights and scales, so that no worker compiles it again.
 
-What building a layer imports lazily (vLLM's linear layers, its FP8 method, FlashInfer's GEMM
-module where FlashInfer is installed) is imported with `collector.backends.vllm_runtime`, the
-module the forkserver preloads, and none of it makes a CUDA context (a forked worker could not
-use CUDA then). Skipped, saying why, where vLLM 0.24.0 is not installed
+What building a layer imports lazily (vLLM's linear layers and its FP8 method) is imported
+with `collector.backends.vllm_runtime`, the module the forkserver preloads, and none of it
+makes a CUDA context here (a forked worker could not use CUDA then; a GPU machine can still
+make one, which collector/worker_start.py detects). Skipped, saying why, where vLLM 0.24.0 is not installed
 (scripts/vllm-cpu-env.sh makes it importable).
 """
 
@@ -23,13 +23,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
-import importlib.util, json, sys
+import json, sys
 import torch
 import collector.backends.vllm_runtime as runtime
-installed = [m for m in runtime.FIRST_CASE_MODULES
-             if importlib.util.find_spec(m.partition(".")[0]) is not None]
-print(json.dumps({"installed": installed,
-                  "missing": [m for m in installed if m not in sys.modules],
+print(json.dumps({"installed": list(runtime.FIRST_CASE_MODULES),
+                  "missing": [m for m in runtime.FIRST_CASE_MODULES if m not in sys.modules],
                   "cuda": torch.cuda.is_initialized()}))
 """
 

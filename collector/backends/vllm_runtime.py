@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import json
 import os
 import socket
@@ -52,18 +51,16 @@ from collector.backends.vllm_support import (  # noqa: E402
 )
 
 # What building a GEMM layer and its first call import; vLLM imports them lazily, so a
-# fresh worker paid them on its first case (on the H200: 2.1-2.5 s on its first vLLM case,
-# about 3 s of FlashInfer's GEMM module on its first block-FP8 case). Imported with this
-# module, a forkserver imports them once for every worker it forks; none makes a CUDA
-# context (FlashInfer's is imported only where it is installed, as vLLM does).
+# fresh worker paid them on its first case (on the H200: 2.1-2.5 s on its first vLLM case).
+# Imported with this module, a forkserver imports them once for every worker it forks; none
+# makes a CUDA context. FlashInfer's GEMM module (3 s on a first block-FP8 case) is left
+# out: on a GPU machine its import makes one, and no forked worker could use CUDA then.
 FIRST_CASE_MODULES = (
     "vllm.model_executor.layers.linear",
     "vllm.model_executor.layers.quantization.fp8",
-    "flashinfer.gemm",
 )
 for _module in FIRST_CASE_MODULES:
-    if importlib.util.find_spec(_module.partition(".")[0]) is not None:
-        importlib.import_module(_module)
+    importlib.import_module(_module)
 
 
 def _eager_weight_requantisation() -> None:
