@@ -254,9 +254,23 @@ class ClockSource(Protocol_):
 @dataclass(frozen=True)
 class Slowdown:
     """A canary: extra time, as a fraction of the latency (on the CPU, of each sample's own
-    calls, spun after them; on a GPU, of the pilot latency, as a device-side sleep)."""
+    calls, spun after them; on a GPU, of the pilot latency times the sample's calls, as one
+    device-side sleep after them: `canary_sleep_cycles`)."""
 
     factor: float
+
+
+def canary_sleep_cycles(
+    slowdown: Slowdown | None, per_call_ms: float, inner: int, hz: float
+) -> int:
+    """SM cycles of the canary's sleep, one per sample after its `inner` calls.
+
+    One sleep per call added its own kernel's gap inside the graph, about 0.8 us on the H200,
+    so a +2% canary slowed 20 us GEMMs by 6% (docs/benchmarks.md, the run of 2026-12-02c).
+    """
+    if slowdown is None:
+        return 0
+    return max(0, int((slowdown.factor - 1.0) * per_call_ms * inner / 1e3 * hz))
 
 
 def precise_enough(samples: list[float], protocol: Protocol) -> bool:
@@ -520,16 +534,14 @@ def measure_cuda(
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     per_call_ms = gpu_pilot_ms(_pilot_timer(torch, prepared, hz), protocol.launch_block_us)
     inner = choose_inner(per_call_ms, protocol)
-    sleep_cycles = 0
-    if slowdown is not None:
-        sleep_cycles = int((slowdown.factor - 1.0) * per_call_ms / 1e3 * hz)
+    sleep_cycles = canary_sleep_cycles(slowdown, per_call_ms, inner, hz)
 
     def body_of(p: Prepared) -> Callable[[], None]:
         def body() -> None:
             for i in range(inner):
                 p.call(i)
-                if sleep_cycles:
-                    torch.cuda._sleep(sleep_cycles)
+            if sleep_cycles:
+                torch.cuda._sleep(sleep_cycles)
 
         return body
 

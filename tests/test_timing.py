@@ -17,6 +17,8 @@ from collector.timing import (
     PILOT_TRIES,
     Protocol,
     RunSamples,
+    Slowdown,
+    canary_sleep_cycles,
     choose_inner,
     gpu_pilot_ms,
     measure_cpu,
@@ -45,6 +47,17 @@ def test_pilot_jitter_does_not_change_the_calls_per_sample() -> None:
     assert counts == {128}
     assert choose_inner(0.0, P) == P.max_inner
     assert choose_inner(0.001, P) == P.max_inner  # capped
+
+
+def test_the_gpu_canary_sleeps_once_per_sample_for_its_share_of_all_the_calls() -> None:
+    hz = 1.98e9
+    # A 20 us kernel, 64 calls a sample, +2%: one sleep of 2% of the 1.28 ms sample.
+    cycles = canary_sleep_cycles(Slowdown(1.02), 0.020, 64, hz)
+    assert cycles / hz == pytest.approx(0.02 * 64 * 20e-6, rel=1e-6)
+    # Sized by the sample, not the call: twice the calls, twice the sleep.
+    assert canary_sleep_cycles(Slowdown(1.02), 0.020, 128, hz) == pytest.approx(2 * cycles, abs=1)
+    assert canary_sleep_cycles(None, 0.020, 64, hz) == 0
+    assert canary_sleep_cycles(Slowdown(1.0), 0.020, 64, hz) == 0
 
 
 def test_a_run_stops_early_only_when_its_median_is_tight_and_adaptive_is_on() -> None:
