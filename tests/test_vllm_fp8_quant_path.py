@@ -13,40 +13,16 @@ Skipped, saying why, where vLLM 0.24.0 is not installed (scripts/vllm-cpu-env.sh
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-VLLM_VERSION = "0.24.0"
-ROOT = Path(__file__).resolve().parents[1]
+from tests.vllm_subprocess import vllm_probe
 
 
 @pytest.fixture(scope="module")
 def path() -> dict[str, Any]:
-    try:
-        version = metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        pytest.skip("vLLM is not installed here (scripts/vllm-cpu-env.sh makes it importable)")
-    if version != VLLM_VERSION:
-        pytest.skip(f"vLLM {version} is installed; this checks {VLLM_VERSION}")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.vllm_quant_path"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return vllm_probe(["-m", "bench.vllm_quant_path"])
 
 
 def test_the_fields_default_config_turns_the_fused_quantisation_off(path: dict[str, Any]) -> None:

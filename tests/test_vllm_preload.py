@@ -12,16 +12,10 @@ make one, which collector/worker_start.py detects). Skipped, saying why, where v
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.vllm_subprocess import vllm_probe
 
-ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import json, sys
 import torch
@@ -54,22 +48,7 @@ print(json.dumps({"graphs_while_preparing": graphs,
 
 
 def _probe(code: str) -> dict[str, Any]:
-    try:
-        version = metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        pytest.skip("vLLM is not installed here (scripts/vllm-cpu-env.sh makes it importable)")
-    if version != "0.24.0":
-        pytest.skip(f"vLLM {version} is installed; this checks 0.24.0")
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return found
+    return vllm_probe(["-c", code])
 
 
 def test_the_preloaded_runtime_imports_a_first_gemm_case_s_modules_without_cuda() -> None:
