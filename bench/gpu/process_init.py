@@ -9,8 +9,13 @@ against 0.02-0.05 s for the same cases later in the process. This process does w
 worker does (bind the device, build the backend, `prepare` and time each case with the
 shipped protocol), over the cases below twice: the first pass is what a fresh process pays,
 the second the marginal cost. Each first-pass case runs under cProfile; `--out` gets
-`timings.json` (phases and cases, seconds) and one `<n>-<case>.txt` per profile (its top
-functions by cumulative time), to tell what is per-process set-up from what is per case.
+`timings.json` (phases and cases, seconds) and `profiles.txt` (each profile's top functions
+by cumulative time, one section a case: the device tool returns 8 files at most), to tell
+what is per-process set-up from what is per case.
+The second pass splits a run's seconds: its first `prepare`, the other buffer sets'
+`prepare`s, the timed samples with their idle time, and the rest (each set's graph
+capture and warm-up, the pilot): in the third run of 2026-12-02 a short case's run over 8
+sets took 0.2-0.5 s against 0.03-0.05 s for one set.
 Run it where the JIT caches are warm (after a collection), or it times their compiles.
 """
 
@@ -36,6 +41,10 @@ CASES = (
     "fp8_block 14x8192x128",
     "fp8_block 17x64x1024",
     "fp8_block 1x3584x768",
+    # Short cases of the draw, timed over 8 buffer sets: where such a run's seconds go.
+    "bfloat16 13x32x6144",
+    "fp8 81x7168x768",
+    "fp8_block 81x256x256",
 )
 
 
@@ -90,6 +99,7 @@ def main() -> int:
     protocol = Protocol()
     l2 = int(info.get("l2_bytes") or 0)
     rows: list[dict[str, Any]] = []
+    profiles: list[str] = []
     for sweep in ("first", "second"):
         for n, spec in enumerate(CASES):
             case = gemm_case(spec)
@@ -103,24 +113,37 @@ def main() -> int:
                 row["prepare_s"] = round(time.perf_counter() - start, 3)
                 row["kernel_source"] = prepared.kernel_source
 
-                def more(case: Case = case) -> Any:
-                    return backend.prepare(case, args.device, l2)
+                sets_s = [0.0]
 
+                def more(case: Case = case, sets_s: list[float] = sets_s) -> Any:
+                    began = time.perf_counter()
+                    another = backend.prepare(case, args.device, l2)
+                    sets_s[0] += time.perf_counter() - began
+                    return another
+
+                measured = time.perf_counter()
                 samples = measure_cuda(prepared, protocol, clocks, None, more)
-                row["latency_us"] = round(sorted(samples.ms)[len(samples.ms) // 2] * 1e3, 3)
+                run_s = time.perf_counter() - measured
+                median_ms = sorted(samples.ms)[len(samples.ms) // 2]
+                row["latency_us"] = round(median_ms * 1e3, 3)
                 # What the pilot sized: calls per sample (1 ms of them) and buffer sets.
                 row["inner"], row["placements"] = samples.inner, samples.placements
+                sampled = (len(samples.ms) + samples.retakes) * samples.inner * median_ms / 1e3
+                sampled *= 1 + protocol.idle_ratio
+                row["sets_prepare_s"] = round(sets_s[0], 3)
+                row["samples_s"] = round(sampled, 3)
+                row["capture_warmup_pilot_s"] = round(run_s - sets_s[0] - sampled, 3)
             except Exception as exc:  # a probe: record it and go on
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             if profile is not None:
                 profile.disable()
-                name = f"{n}-{spec.replace(' ', '-')}.txt"
-                (args.out / name).write_text(top_functions(profile))
+                profiles.append(f"=== {n} {spec}\n{top_functions(profile)}")
             row["wall_s"] = round(time.perf_counter() - start, 3)
             print(json.dumps(row), flush=True)
             rows.append(row)
     result = {"device": info, "phases": phases, "cases": rows}
     (args.out / "timings.json").write_text(json.dumps(result, indent=1, default=str))
+    (args.out / "profiles.txt").write_text("\n".join(profiles))
     return 0
 
 
