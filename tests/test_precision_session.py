@@ -197,6 +197,8 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     a_cost = cost["A"]
     total = a_cost["case_device_s"] + a_cost["worker_start_s"] + a_cost["panel_device_s"]
     assert a_cost["all_in_per_case_s"] == pytest.approx(total / 4, abs=1e-3)
+    # One server start however many calls ran it (none here: spawned workers).
+    assert a_cost["one_server_per_case_s"] == pytest.approx(a_cost["all_in_per_case_s"], abs=1e-3)
     assert set(cost) == {"A", "B", "C", "F", "prestart"} and cost["A"]["of_fixed"] > 0
     text = md.read_text()
     assert "| A/A (A vs B, same GPU) | 4 cases" in text and "| cost F |" in text
@@ -262,3 +264,6 @@ def test_each_collection_is_charged_the_server_its_call_shared_not_its_own_share
     assert ps.charged_starts(segments, "A") == (13.0, 10.0)
     assert ps.charged_starts(segments, "B") == (10.899, 10.0)
     assert ps.charged_starts(segments, "C") == (0.3, 0.0)
+    # As one collection: one server start, where each call of the device tool started one.
+    assert ps.server_starts(segments, "A") == [10.0, 0.0]
+    assert ps.server_starts(segments, "C") == [0.0]
