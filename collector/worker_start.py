@@ -20,6 +20,7 @@ import sys
 from collections.abc import Mapping
 from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext, SpawnContext
+from typing import ClassVar
 
 from collector.backends import preload_module
 from collector.environment import environment_for_children
@@ -32,6 +33,8 @@ class _Server:
 
     key: tuple[str, tuple[tuple[str, str], ...]] | None = None
     users = 0
+    # Preloads found to make a CUDA context: their pools spawn without trying again.
+    spoilt: ClassVar[set[str]] = set()
 
 
 def acquire(method: str, backend: str, env: Mapping[str, str]) -> SpawnContext | ForkServerContext:
@@ -42,6 +45,8 @@ def acquire(method: str, backend: str, env: Mapping[str, str]) -> SpawnContext |
     if method != "forkserver":
         raise ValueError(f"worker_start {method!r} is not one of {WORKER_STARTS}")
     key = (preload_module(backend), tuple(sorted(env.items())))
+    if key[0] in _Server.spoilt:
+        return mp.get_context("spawn")
     if _Server.key != key:
         if _Server.users:
             raise RuntimeError(
@@ -63,6 +68,7 @@ def acquire(method: str, backend: str, env: Mapping[str, str]) -> SpawnContext |
         if ready.exitcode == CUDA_BEFORE_FORK:
             forkserver._forkserver._stop()  # type: ignore[attr-defined]
             _Server.key = None
+            _Server.spoilt.add(key[0])
             print(
                 f"warning: importing {key[0]} made a CUDA context, which forked workers "
                 "cannot use; workers are spawned instead",

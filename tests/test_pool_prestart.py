@@ -170,6 +170,12 @@ def test_a_forkserver_whose_imports_made_a_cuda_context_gives_way_to_spawned_wor
     finally:
         pool.close()
     assert "importing tests.cuda_before_fork made a CUDA context" in capfd.readouterr().err
+    # The next pool of that preload spawns at once, without starting a server to find out.
+    again = WorkerPool([SPEC], case_timeout_s=60, start_method="forkserver")
+    try:
+        assert again.start_method == "spawn" and again.server_seconds < 0.5
+    finally:
+        again.close()
     monkeypatch.undo()
     # The next pool gets a server that preloads the backend again.
     forked = WorkerPool([SPEC], case_timeout_s=60, start_method="forkserver")
