@@ -267,3 +267,21 @@ def test_each_collection_is_charged_the_server_its_call_shared_not_its_own_share
     # As one collection: one server start, where each call of the device tool started one.
     assert ps.server_starts(segments, "A") == [10.0, 0.0]
     assert ps.server_starts(segments, "C") == [0.0]
+
+
+def test_the_first_buffer_set_is_set_against_the_median_of_the_others() -> None:
+    # k1: two runs over 8 sets, the first set 9% fast in one; k2: one set, left out.
+    perf = pa.Table.from_pylist(
+        [{"case_key": "k1", "placements": 8}, {"case_key": "k2", "placements": 1}]
+    )
+    rows = [
+        {"case_key": "k1", "run": run, "sample": i, "ms": (0.91 if run == 0 and i == 0 else 1.0)}
+        for run in (0, 1)
+        for i in range(8)
+    ]
+    rows += [{"case_key": "k2", "run": 0, "sample": i, "ms": 0.5 + i} for i in range(8)]
+    record = SimpleNamespace(perf={"gemm": perf}, samples={"gemm": pa.Table.from_pylist(rows)})
+    figures = ps.first_set_figures(record)  # type: ignore[arg-type]
+    assert figures is not None
+    assert figures["runs"] == 2 and figures["share_3pct_off"] == 0.5
+    assert figures["median"] == pytest.approx((0.91 + 1.0) / 2)

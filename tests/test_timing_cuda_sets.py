@@ -1,0 +1,105 @@
+"""`measure_cuda`'s order of work per buffer set, on a stand-in for torch's CUDA API.
+
+Every set a run times is warmed up by eager calls before its graph is captured, as the
+first set is: on the H200 the other sets once went without, and in a quarter of 8-set runs
+the first set ran 3-10% faster than the rest (docs/benchmarks.md, the third run of
+2026-12-02). The stand-in logs what each set's calls run under; no GPU is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from collector.backends.base import Prepared
+from collector.device import ClockReading
+from collector.timing import Protocol, measure_cuda
+
+KERNEL_MS = 0.005  # a 5 us kernel: the pilot gives it 8 buffer sets
+
+
+class FakeCuda:
+    """What measure_cuda calls of torch.cuda; events time KERNEL_MS a call, no more."""
+
+    def __init__(self) -> None:
+        self.capturing = False
+        self.log: list[tuple[int, str]] = []  # (set, "eager" | "capture" | "replay")
+
+    class Stream:
+        def wait_stream(self, other: Any) -> None: ...
+
+    def current_stream(self) -> FakeCuda.Stream:
+        return FakeCuda.Stream()
+
+    @contextlib.contextmanager
+    def stream(self, s: Any) -> Iterator[None]:
+        yield
+
+    def synchronize(self) -> None: ...
+
+    def _sleep(self, cycles: int) -> None: ...
+
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None: ...
+
+        def record(self) -> None: ...
+
+        def synchronize(self) -> None: ...
+
+        def elapsed_time(self, other: Any) -> float:
+            return 3 * KERNEL_MS
+
+    def CUDAGraph(self) -> Any:  # torch's name
+        cuda = self
+
+        class Graph:
+            def __init__(self) -> None:
+                self.body: list[int] = []
+
+            def replay(self) -> None:
+                cuda.log.extend((s, "replay") for s in self.body)
+
+        return Graph()
+
+    @contextlib.contextmanager
+    def graph(self, g: Any) -> Iterator[None]:
+        self.capturing, start = True, len(self.log)
+        yield
+        self.capturing = False
+        g.body = sorted({s for s, _ in self.log[start:]})
+
+
+class Clocks:
+    def read(self) -> ClockReading:
+        return ClockReading(sm_mhz=1980.0, power_w=300.0, throttle_reasons=0)
+
+
+def test_every_buffer_set_is_warmed_up_eagerly_before_its_graph_is_captured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cuda = FakeCuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    built: list[int] = []
+
+    def prepared_set() -> Prepared:
+        number = len(built)
+        built.append(number)
+
+        def call(i: int) -> None:
+            cuda.log.append((number, "capture" if cuda.capturing else "eager"))
+
+        return Prepared(call=call, copies=1, kernel_source="fake")
+
+    protocol = Protocol(warmup=3)
+    samples = measure_cuda(prepared_set(), protocol, Clocks(), None, prepared_set)  # type: ignore[arg-type]
+    assert samples.placements == protocol.placements == len(built) == 8
+    for number in built:
+        mine = [kind for s, kind in cuda.log if s == number]
+        assert "capture" in mine, f"set {number} was never captured"
+        before = mine[: mine.index("capture")]
+        assert before.count("eager") >= protocol.warmup, f"set {number}: {before}"
