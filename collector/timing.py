@@ -519,7 +519,7 @@ def measure_cuda(
 
     def warm_up(p: Prepared) -> None:
         # Every buffer set alike, before its graph is captured: the other sets once went
-        # without, and in a quarter of 8-set runs the first set ran 3-10% faster than the rest.
+        # without, and in a quarter of 8-set runs the first set ran 3-10% apart from the rest.
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for i in range(protocol.warmup):

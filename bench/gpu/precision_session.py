@@ -456,9 +456,9 @@ def cost_figures(costs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         name: {
             **{k: c[k] for k in ("cases", "case_device_s", "worker_start_s", "panel_device_s")},
             **{k: c[k] for k in ("pool_starts", "prestarted", "runs_mean", "all_in_per_case_s")},
-            **{k: c.get(k) for k in ("server_start_s", "one_server_per_case_s")},
+            **{k: c[k] for k in ("server_start_s", "one_server_per_case_s")},
             # Judged as one collection pays: one server start, not one per call.
-            "pass": (c.get("one_server_per_case_s") or 1e9) <= COST_PER_CASE_S,
+            "pass": (c["one_server_per_case_s"] or 1e9) <= COST_PER_CASE_S,
         }
         for name, c in costs.items()
     }
