@@ -8,7 +8,8 @@ In the records of 2026-12-02, every fresh worker paid 2.2-2.6 s on its first vLL
 against 0.02-0.05 s for the same cases later in the process. This process does what a
 worker does (bind the device, build the backend, `prepare` and time each case with the
 shipped protocol), over the cases below twice: the first pass is what a fresh process pays,
-the second the marginal cost. Each first-pass case runs under cProfile; `--out` gets
+the second the marginal cost, and a third pass times the three short cases with a quarter of
+the calls per sample. Each first-pass case runs under cProfile; `--out` gets
 `timings.json` (phases and cases, seconds) and `profiles.txt` (each profile's top functions
 by cumulative time, one section a case: the device tool returns 8 files at most), to tell
 what is per-process set-up from what is per case.
@@ -46,6 +47,7 @@ CASES = (
     "fp8 81x7168x768",
     "fp8_block 81x256x256",
 )
+SHORT_CASES = CASES[-3:]
 
 
 def gemm_case(shape: str) -> Case:
@@ -96,12 +98,14 @@ def main() -> int:
     clocks = ClockReader(args.device, 0)
     backend = get_backend("vllm")
     timed("fingerprint and backend", t)
-    protocol = Protocol()
     l2 = int(info.get("l2_bytes") or 0)
+    # The third pass times the short cases again with samples a quarter as long: whether a
+    # set's seconds scale with the calls its graph captures.
+    sweeps = {"first": Protocol(), "second": Protocol(), "quarter": Protocol(target_sample_ms=0.25)}
     rows: list[dict[str, Any]] = []
     profiles: list[str] = []
-    for sweep in ("first", "second"):
-        for n, spec in enumerate(CASES):
+    for sweep, protocol in sweeps.items():
+        for n, spec in enumerate(CASES if sweep != "quarter" else SHORT_CASES):
             case = gemm_case(spec)
             profile = cProfile.Profile() if sweep == "first" else None
             row: dict[str, Any] = {"pass": sweep, "case_key": case.key}
