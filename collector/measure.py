@@ -71,6 +71,17 @@ def _spacer(ctx: MeasureContext, rng: random.Random) -> Any:
     return torch.empty(mib << 20, dtype=torch.uint8, device=ctx.device)
 
 
+def relocated(prepared: Prepared) -> Prepared | None:
+    """Another buffer set moved from `prepared`'s (`Prepared.relocate`), or None where the op
+    has no such move or it failed: the set is then prepared afresh, as before."""
+    if prepared.relocate is None:
+        return None
+    try:
+        return prepared.relocate()
+    except Exception:  # the fresh `prepare` reports what is really wrong
+        return None
+
+
 def _measure_once(ctx: MeasureContext, case: Case) -> tuple[RunSamples, str, int]:
     if ctx.device.startswith("cuda"):
         import torch
@@ -82,9 +93,15 @@ def _measure_once(ctx: MeasureContext, case: Case) -> tuple[RunSamples, str, int
     spacers = [_spacer(ctx, rng)]
     prepared = ctx.backend.prepare(case, ctx.device, ctx.l2_bytes)
 
+    # A set's captured graph keeps its addresses, so later sets may move the op's tensors.
+    graphed = ctx.device.startswith("cuda") and ctx.protocol.use_graphs and prepared.graphable
+    latest = [prepared]
+
     def another_placement() -> Prepared:
         spacers.append(_spacer(ctx, rng))
-        return ctx.backend.prepare(case, ctx.device, ctx.l2_bytes)
+        moved = relocated(latest[0]) if graphed else None
+        latest[0] = moved or ctx.backend.prepare(case, ctx.device, ctx.l2_bytes)
+        return latest[0]
 
     slowdown = ctx.canary.slowdown_for(case) if ctx.canary else None
     if ctx.device == "cpu":

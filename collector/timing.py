@@ -54,6 +54,14 @@ class Protocol:
         unit="ms",
         help="Calls per sample are chosen so a sample lasts this long.",
     )
+    # A run over several buffer sets captures one graph per set, and capture costs 60-110 us
+    # of host time a call: shorter samples there cut a short kernel's run to about a third.
+    placement_sample_ms: float = setting(
+        0.25,
+        min=0.001,
+        unit="ms",
+        help="Like --target-sample-ms, for runs over several buffer sets (one sample a set).",
+    )
     max_inner: int = setting(256, min=1, unit="calls", help="Most calls in one sample.")
     # Keeps the host's launch latency, whose share varies with the calls per sample, out.
     launch_block_us: float = setting(
@@ -117,11 +125,22 @@ class Protocol:
         help="Buffer sets per run for kernels under --placement-max-us, samples visiting "
         "them in blocks (their speed follows a memory-system state: docs/statistics.md).",
     )
+    # Per-run levels that follow placement were seen up to 1.1 ms (fp8 GEMMs 7-11% apart);
+    # above, power throttling sets the spread, and eight sets would add heavy work to it.
     placement_max_us: float = setting(
-        50.0,
+        1200.0,
         min=0.0,
         unit="us",
         help="Kernels whose pilot call is shorter than this get --placements buffer sets.",
+    )
+    # Every set of a run stays allocated until the run ends (its graph reads it).
+    placement_memory: float = setting(
+        0.5,
+        min=0.0,
+        max=1.0,
+        unit="fraction",
+        help="CUDA: fewer buffer sets when --placements of them would take more than this "
+        "fraction of the device's free memory.",
     )
     spacer_max_mib: int = setting(
         256,
@@ -287,11 +306,13 @@ def precise_enough(samples: list[float], protocol: Protocol) -> bool:
     return 1.25 * 1.4826 * mad / med / math.sqrt(n) <= protocol.target_ci / 2
 
 
-def choose_inner(pilot_ms: float, protocol: Protocol) -> int:
-    """Calls per sample: enough for `target_sample_ms`, rounded up to a power of two."""
+def choose_inner(pilot_ms: float, protocol: Protocol, placements: int = 1) -> int:
+    """Calls per sample: enough for `target_sample_ms` (`placement_sample_ms` over several
+    buffer sets), rounded up to a power of two."""
     if pilot_ms <= 0:
         return protocol.max_inner
-    wanted = max(1, math.ceil(protocol.target_sample_ms / pilot_ms))
+    target = protocol.placement_sample_ms if placements > 1 else protocol.target_sample_ms
+    wanted = max(1, math.ceil(target / pilot_ms))
     return min(protocol.max_inner, 1 << (wanted - 1).bit_length())
 
 
@@ -329,11 +350,18 @@ def gpu_pilot_ms(
     return min(timed) if timed else last
 
 
-def placements_for(pilot_ms: float, protocol: Protocol) -> int:
-    """Buffer sets for a run: several for short kernels, whose speed follows placement."""
+def placements_for(
+    pilot_ms: float, protocol: Protocol, set_bytes: int = 0, free_bytes: int = 0
+) -> int:
+    """Buffer sets for a run: several for kernels under `placement_max_us`, whose speed
+    follows placement, as many as fit in `placement_memory` of the free memory (when the
+    bytes of a set and the free bytes are known)."""
     if protocol.placements <= 1 or pilot_ms * 1e3 >= protocol.placement_max_us:
         return 1
-    return protocol.placements
+    if set_bytes <= 0 or free_bytes <= 0:
+        return protocol.placements
+    fit = int(protocol.placement_memory * free_bytes) // set_bytes
+    return max(1, min(protocol.placements, fit))
 
 
 def take_samples(
@@ -445,7 +473,8 @@ def measure_cpu(
     for i in range(3):
         prepared.call(i)
     pilot_ms = (clock() - t0) / 3e6
-    inner = choose_inner(pilot_ms, protocol)
+    count = placements_for(pilot_ms, protocol) if more is not None else 1
+    inner = choose_inner(pilot_ms, protocol, count)
 
     def another() -> Prepared:
         assert more is not None
@@ -454,7 +483,6 @@ def measure_cpu(
             extra.call(i)
         return extra
 
-    count = placements_for(pilot_ms, protocol) if more is not None else 1
     sets = LazySets(prepared, count, another, protocol.placement_order == "upfront")
     extra = slowdown.factor - 1.0 if slowdown else 0.0
 
@@ -539,7 +567,11 @@ def measure_cuda(
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     per_call_ms = gpu_pilot_ms(_pilot_timer(torch, prepared, hz), protocol.launch_block_us)
-    inner = choose_inner(per_call_ms, protocol)
+    # What is allocated now bounds one set from above (the first set is in it).
+    free_bytes, _ = torch.cuda.mem_get_info()
+    set_bytes = torch.cuda.memory_allocated()
+    count = placements_for(per_call_ms, protocol, set_bytes, free_bytes) if more else 1
+    inner = choose_inner(per_call_ms, protocol, count)
     sleep_cycles = canary_sleep_cycles(slowdown, per_call_ms, inner, hz)
 
     def body_of(p: Prepared) -> Callable[[], None]:
@@ -575,7 +607,6 @@ def measure_cuda(
         warm_up(held[-1])
         return replay_of(held[-1])
 
-    count = placements_for(per_call_ms, protocol) if more is not None else 1
     upfront = protocol.placement_order == "upfront"
     replays = LazySets(replay_of(prepared), count, another, upfront)
     current = [0]

@@ -3,7 +3,8 @@
 Every set a run times is warmed up by eager calls before its graph is captured, as the
 first set is: on the H200 the other sets once went without, and in a quarter of 8-set runs
 the first set ran 3-10% faster than the rest (docs/benchmarks.md, the third run of
-2026-12-02). The stand-in logs what each set's calls run under; no GPU is needed.
+2026-12-02). A run takes only as many sets as fit in its share of free memory. The stand-in
+logs what each set's calls run under; no GPU is needed.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from collector.backends.base import Prepared
 from collector.device import ClockReading
-from collector.timing import Protocol, measure_cuda
+from collector.timing import Protocol, choose_inner, measure_cuda
 
 KERNEL_MS = 0.005  # a 5 us kernel: the pilot gives it 8 buffer sets
 
@@ -26,9 +27,16 @@ KERNEL_MS = 0.005  # a 5 us kernel: the pilot gives it 8 buffer sets
 class FakeCuda:
     """What measure_cuda calls of torch.cuda; events time KERNEL_MS a call, no more."""
 
-    def __init__(self) -> None:
+    def __init__(self, free_bytes: int = 100 << 30, allocated_bytes: int = 1 << 30) -> None:
         self.capturing = False
         self.log: list[tuple[int, str]] = []  # (set, "eager" | "capture" | "replay")
+        self.free_bytes, self.allocated_bytes = free_bytes, allocated_bytes
+
+    def mem_get_info(self) -> tuple[int, int]:
+        return self.free_bytes, 141 << 30
+
+    def memory_allocated(self) -> int:
+        return self.allocated_bytes
 
     class Stream:
         def wait_stream(self, other: Any) -> None: ...
@@ -79,11 +87,8 @@ class Clocks:
         return ClockReading(sm_mhz=1980.0, power_w=300.0, throttle_reasons=0)
 
 
-def test_every_buffer_set_is_warmed_up_eagerly_before_its_graph_is_captured(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    cuda = FakeCuda()
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+def sets_of(cuda: FakeCuda) -> tuple[list[int], Callable[[], Prepared]]:
+    """A list of the buffer sets built, and a `prepare` that builds and logs one."""
     built: list[int] = []
 
     def prepared_set() -> Prepared:
@@ -95,11 +100,34 @@ def test_every_buffer_set_is_warmed_up_eagerly_before_its_graph_is_captured(
 
         return Prepared(call=call, copies=1, kernel_source="fake")
 
+    return built, prepared_set
+
+
+def test_every_buffer_set_is_warmed_up_eagerly_before_its_graph_is_captured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cuda = FakeCuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    built, prepared_set = sets_of(cuda)
     protocol = Protocol(warmup=3)
     samples = measure_cuda(prepared_set(), protocol, Clocks(), None, prepared_set)  # type: ignore[arg-type]
     assert samples.placements == protocol.placements == len(built) == 8
+    # One sample a set: the calls per sample follow `placement_sample_ms`, not the 1 ms.
+    assert samples.inner == choose_inner(KERNEL_MS, protocol, 8) < choose_inner(KERNEL_MS, protocol)
     for number in built:
         mine = [kind for s, kind in cuda.log if s == number]
         assert "capture" in mine, f"set {number} was never captured"
         before = mine[: mine.index("capture")]
         assert before.count("eager") >= protocol.warmup, f"set {number}: {before}"
+
+
+def test_a_run_takes_only_the_buffer_sets_that_fit_in_its_share_of_free_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 10 GiB free, 2 GiB allocated with the first set: half the free memory holds 2 sets.
+    cuda = FakeCuda(free_bytes=10 << 30, allocated_bytes=2 << 30)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    built, prepared_set = sets_of(cuda)
+    protocol = Protocol(placement_memory=0.5)
+    samples = measure_cuda(prepared_set(), protocol, Clocks(), None, prepared_set)  # type: ignore[arg-type]
+    assert samples.placements == len(built) == 2

@@ -8,11 +8,12 @@ In the records of 2026-12-02, every fresh worker paid 2.2-2.6 s on its first vLL
 against 0.02-0.05 s for the same cases later in the process. This process does what a
 worker does (bind the device, build the backend, `prepare` and time each case with the
 shipped protocol), over the cases below twice: the first pass is what a fresh process pays,
-the second the marginal cost, and a third pass times the three short cases with a quarter of
-the calls per sample. Each first-pass case runs under cProfile; `--out` gets
-`timings.json` (phases and cases, seconds) and `profiles.txt` (each profile's top functions
-by cumulative time, one section a case: the device tool returns 8 files at most), to tell
-what is per-process set-up from what is per case.
+the second the marginal cost, and a third pass times the three short cases with every buffer
+set prepared afresh instead of moved (collector/backends/relocate.py). Each first-pass case
+runs under cProfile; `--out` gets `timings.json` (phases and cases, seconds) and
+`profiles.txt` (each profile's top functions by cumulative time, one section a case: the
+device tool returns 8 files at most), to tell what is per-process set-up from what is per
+case.
 The second pass splits a run's seconds: its first `prepare`, the other buffer sets'
 `prepare`s, the timed samples with their idle time, and the rest (each set's graph
 capture and warm-up, the pilot): in the third run of 2026-12-02 a short case's run over 8
@@ -91,6 +92,7 @@ def main() -> int:
 
     from collector.backends import get_backend
     from collector.device import ClockReader, fingerprint
+    from collector.measure import relocated
     from collector.timing import Protocol, measure_cuda
 
     t = time.perf_counter()
@@ -99,13 +101,14 @@ def main() -> int:
     backend = get_backend("vllm")
     timed("fingerprint and backend", t)
     l2 = int(info.get("l2_bytes") or 0)
-    # The third pass times the short cases again with samples a quarter as long: whether a
-    # set's seconds scale with the calls its graph captures.
-    sweeps = {"first": Protocol(), "second": Protocol(), "quarter": Protocol(target_sample_ms=0.25)}
+    # The third pass times the short cases again with every buffer set prepared afresh,
+    # not moved: what moving saves, and whether the latency moves with it.
+    sweeps = ("first", "second", "prepared_sets")
+    protocol = Protocol()
     rows: list[dict[str, Any]] = []
     profiles: list[str] = []
-    for sweep, protocol in sweeps.items():
-        for n, spec in enumerate(CASES if sweep != "quarter" else SHORT_CASES):
+    for sweep in sweeps:
+        for n, spec in enumerate(CASES if sweep != "prepared_sets" else SHORT_CASES):
             case = gemm_case(spec)
             profile = cProfile.Profile() if sweep == "first" else None
             row: dict[str, Any] = {"pass": sweep, "case_key": case.key}
@@ -117,13 +120,22 @@ def main() -> int:
                 row["prepare_s"] = round(time.perf_counter() - start, 3)
                 row["kernel_source"] = prepared.kernel_source
 
-                sets_s = [0.0]
+                sets_s, moves, latest = [0.0], [0], [prepared]
 
-                def more(case: Case = case, sets_s: list[float] = sets_s) -> Any:
+                def more(
+                    case: Case = case,
+                    sets_s: list[float] = sets_s,
+                    moves: list[int] = moves,
+                    latest: list[Any] = latest,
+                    move: bool = sweep != "prepared_sets",
+                ) -> Any:
+                    # As collector/measure.py builds a set: moved if the op can, else prepared.
                     began = time.perf_counter()
-                    another = backend.prepare(case, args.device, l2)
+                    another = relocated(latest[0]) if move else None
+                    moves[0] += another is not None
+                    latest[0] = another or backend.prepare(case, args.device, l2)
                     sets_s[0] += time.perf_counter() - began
-                    return another
+                    return latest[0]
 
                 measured = time.perf_counter()
                 samples = measure_cuda(prepared, protocol, clocks, None, more)
@@ -135,6 +147,7 @@ def main() -> int:
                 sampled = (len(samples.ms) + samples.retakes) * samples.inner * median_ms / 1e3
                 sampled *= 1 + protocol.idle_ratio
                 row["sets_prepare_s"] = round(sets_s[0], 3)
+                row["sets_moved"] = moves[0]
                 row["samples_s"] = round(sampled, 3)
                 row["capture_warmup_pilot_s"] = round(run_s - sets_s[0] - sampled, 3)
             except Exception as exc:  # a probe: record it and go on

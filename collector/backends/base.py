@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from collector.caseplan import Case
@@ -18,6 +18,12 @@ class Prepared:
     kernel_source: str
     # False when the op cannot be captured in a CUDA graph; the row then says `eager`.
     graphable: bool = True
+    # Another buffer set from this one, cheaper than `prepare`: the op's tensors moved to
+    # fresh memory (collector/backends/relocate.py). Only once this set's graph is captured:
+    # `call` then reads the new tensors.
+    relocate: Callable[[], Prepared] | None = None
+    # What an earlier set's captured graph still reads: kept alive with this set.
+    holds: list[Any] = field(default_factory=list)
 
 
 class Backend(Protocol):

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from collector.backends.base import Prepared
+from collector.backends.relocate import move_tensors
 from collector.backends.torch_backend import rotation_copies
 from collector.backends.vllm_runtime import VllmRuntime
 from collector.backends.vllm_support import (
@@ -161,4 +162,12 @@ def prepare_gemm(
         out: torch.Tensor = layers[j](xs[j])
         return out
 
-    return Prepared(call=call, copies=copies, kernel_source=source)
+    def relocate() -> Prepared:
+        # The same op on fresh memory; a copy that computes otherwise is refused.
+        before = [call(j) for j in range(copies)]
+        moved = move_tensors([*layers, xs])
+        if not all(torch.equal(b, call(j)) for j, b in enumerate(before)):
+            raise RuntimeError("the relocated layer computed other outputs")
+        return Prepared(call, copies, source, relocate=relocate, holds=moved)
+
+    return Prepared(call=call, copies=copies, kernel_source=source, relocate=relocate)
