@@ -27,10 +27,10 @@ class Kernel:
 
 
 def test_every_tensor_an_op_reads_moves_and_keeps_its_values() -> None:
-    layer = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
-    layer.kernel = Kernel()  # type: ignore[assignment]  # an attribute, as vLLM sets them
+    layer: Any = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    layer.kernel = Kernel()  # an attribute, as vLLM sets them
     xs = [torch.randn(2, 4), torch.randn(2, 4)]
-    tensors = [*layer.parameters(), *layer.buffers(), layer.kernel.workspace, *xs]  # type: ignore[union-attr]
+    tensors = [*layer.parameters(), *layer.buffers(), layer.kernel.workspace, *xs]
     values = [t.clone() for t in tensors]
     addresses = {t.data_ptr() for t in tensors}
     weight = layer[0].weight
@@ -39,7 +39,7 @@ def test_every_tensor_an_op_reads_moves_and_keeps_its_values() -> None:
 
     moved = move_tensors([layer, xs])
 
-    now = [*layer.parameters(), *layer.buffers(), layer.kernel.workspace, *xs]  # type: ignore[union-attr]
+    now = [*layer.parameters(), *layer.buffers(), layer.kernel.workspace, *xs]
     assert {t.data_ptr() for t in now}.isdisjoint(addresses)
     assert all(torch.equal(a, b) for a, b in zip(now, values, strict=True))
     assert {t.data_ptr() for t in moved} == addresses
