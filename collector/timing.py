@@ -60,7 +60,8 @@ class Protocol:
         0.25,
         min=0.001,
         unit="ms",
-        help="Like --target-sample-ms, for runs over several buffer sets (one sample a set).",
+        help="CUDA: like --target-sample-ms, for runs over several buffer sets (one "
+        "sample a set, each set's graph captured).",
     )
     max_inner: int = setting(256, min=1, unit="calls", help="Most calls in one sample.")
     # Keeps the host's launch latency, whose share varies with the calls per sample, out.
@@ -474,7 +475,8 @@ def measure_cpu(
         prepared.call(i)
     pilot_ms = (clock() - t0) / 3e6
     count = placements_for(pilot_ms, protocol) if more is not None else 1
-    inner = choose_inner(pilot_ms, protocol, count)
+    # No graph to capture per set here: samples keep `target_sample_ms`.
+    inner = choose_inner(pilot_ms, protocol)
 
     def another() -> Prepared:
         assert more is not None
