@@ -2,7 +2,8 @@
 
     python -m bench.gpu.interval_check DIR [DIR ...]
 
-DIR holds `precision_session aa`'s returned files (its records tarball). The comparison's
+DIR holds `precision_session aa`'s returned files (its records tarball), or a protocol
+session's folders A, B and C (`bench/gpu/analyse.py`'s layout and canary). The comparison's
 interval resamples runs, then samples inside each run; the collector stops a case on a 95%
 t-interval on its log per-run trimmed means. Where a run's samples come from 8 buffer sets
 whose levels differ, the bootstrap's second level resamples that spread though every run
@@ -21,11 +22,14 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from bench.gpu.analyse import _case_rows
 from bench.gpu.precision_session import load_step
+from bench.gpu.protocol_session import CANARY
 from bot.compare.comparison import Baseline, compare_runs
 from bot.compare.stats import Settings, verdicts
 from collector.aggregate import trimmed_mean
-from collector.record import RunRecord
+from collector.caseplan import Case, CaseSelector
+from collector.record import RunRecord, read_record
 
 FLAGS = ("regressed", "improved")
 
@@ -33,8 +37,9 @@ FLAGS = ("regressed", "improved")
 def log_run_means(record: RunRecord) -> dict[str, np.ndarray]:
     """Each case's log per-run trimmed means (what the collector's stopping rule reads)."""
     runs: dict[str, dict[int, list[float]]] = {}
-    for row in record.samples["gemm"].to_pylist():
-        runs.setdefault(row["case_key"], {}).setdefault(row["run"], []).append(row["ms"])
+    for table in record.samples.values():
+        for row in table.to_pylist():
+            runs.setdefault(row["case_key"], {}).setdefault(row["run"], []).append(row["ms"])
     return {
         key: np.log([trimmed_mean(np.asarray(v)) for _, v in sorted(by_run.items())])
         for key, by_run in runs.items()
@@ -73,11 +78,27 @@ def both_verdicts(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
     return {"keys": keys, "bootstrap": np.asarray(table["verdict"], dtype=object), "welch": welch}
 
 
-def summary(directory: Path) -> dict[str, Any]:
+def session_records(directory: Path) -> tuple[dict[str, RunRecord], set[str]]:
+    """Records A, B (and C) and the slowed cases' keys: from `precision_session aa`'s
+    tarball, or from a protocol session's folders (`bench/gpu/analyse.py`'s layout and
+    canary)."""
     loaded = load_step(directory, "aa")
-    if loaded is None:
-        raise SystemExit(f"error: {directory}: no aa records")
-    records, _, canary = loaded
+    if loaded is not None:
+        records, _, canary = loaded
+        return records, set(canary["keys"]) if canary else set()
+    if not (directory / "A").is_dir():
+        raise SystemExit(f"error: {directory}: neither aa records nor folders A and B")
+    records = {n: read_record(directory / n) for n in "ABC" if (directory / n).is_dir()}
+    if "C" not in records:
+        return records, set()
+    selector = CaseSelector.parse(CANARY)
+    rows = _case_rows(compare_runs(records["A"], records["C"]))
+    return records, {r["key"] for r in rows if selector.matches(Case.build(r["op"], r["params"]))}
+
+
+def summary(directory: Path) -> dict[str, Any]:
+    records, slowed_keys = session_records(directory)
+    canary = {"keys": sorted(slowed_keys)} if slowed_keys else None
     out: dict[str, Any] = {"dir": str(directory)}
     aa = both_verdicts(records["A"], records["B"])
     out["aa_flagged"] = {m: int(np.isin(aa[m], FLAGS).sum()) for m in ("bootstrap", "welch")}
