@@ -91,6 +91,11 @@ def test_draw_takes_a_third_of_each_dtype_seeded_outside_every_case_set(tmp_path
     more = ps.draw(table, 6, 12, tmp_path / "more.yaml")
     assert more["estimate_device_s"]["aa"] > report["estimate_device_s"]["aa"]
     assert shapes(tmp_path / "more.yaml") != drawn
+    # A fresh draw leaves out an earlier one's shapes, and says so in its header.
+    fresh = ps.draw(table, 6, 12, tmp_path / "fresh.yaml", (out,))
+    assert shapes(tmp_path / "fresh.yaml").isdisjoint(drawn)
+    assert fresh["eligible"] == {"bfloat16": 5, "fp8": 6, "fp8_block": 6}
+    assert f"--exclude {out}" in (tmp_path / "fresh.yaml").read_text()
 
 
 @pytest.mark.skipif(not TABLE.is_file(), reason="the H200 reference table is not here")

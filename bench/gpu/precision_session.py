@@ -100,9 +100,13 @@ def estimate(picked: list[tuple[fs.Shape, float]]) -> dict[str, float]:
     return {"aa": round(3 * adaptive), "fixed": round(fixed)}
 
 
-def draw(table: Path, seed: int, count: int, out: Path) -> dict[str, Any]:
-    """A seeded sample, a third of each dtype, of the eligible reference shapes."""
-    pool = fs.eligible(table, DTYPES, taken())
+def draw(
+    table: Path, seed: int, count: int, out: Path, exclude: tuple[Path, ...] = ()
+) -> dict[str, Any]:
+    """A seeded sample, a third of each dtype, of the eligible reference shapes, none of
+    the case files in `exclude` (an earlier draw whose shapes informed the protocol)."""
+    left_out = taken().union(*(fs.shapes_of(path) for path in exclude))
+    pool = fs.eligible(table, DTYPES, left_out)
     rng = np.random.default_rng(seed)
     picked: list[tuple[fs.Shape, float]] = []
     eligible: dict[str, int] = {}
@@ -116,7 +120,9 @@ def draw(table: Path, seed: int, count: int, out: Path) -> dict[str, Any]:
     header = [
         "# GEMM shapes for bench/gpu/precision_session.py (issue 22's acceptance,",
         "# docs/benchmarks.md), drawn at random by",
-        f"# `python -m bench.gpu.precision_session draw --seed {seed} --count {count}` from",
+        f"# `python -m bench.gpu.precision_session draw --seed {seed} --count {count}"
+        + "".join(f" --exclude {path}" for path in exclude)
+        + "` from",
         f"# {table.name}: a third of each dtype among the eligible",
         f"# ({counts}: {fs.MIN_MS * 1000:g} us to {fs.MAX_MS:g} ms there, operands under 1 GiB,",
         "# fp8 n and k multiples of 16, fp8_block k a multiple of 128), none of",
@@ -645,6 +651,13 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=22)
     d.add_argument("--count", type=int, default=210)
     d.add_argument("--out", type=Path, default=CASE_FILE)
+    d.add_argument(
+        "--exclude",
+        type=Path,
+        action="append",
+        default=[],
+        help="a case file whose shapes the draw leaves out too (repeatable)",
+    )
     for step in STEPS:
         # A call is at most 10 minutes: no round starts after 7.5 (vLLM's first round of 210
         # cases can take a minute); packing takes seconds.
@@ -669,7 +682,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.step in ("draw", "analyse") and not args.table.is_file():
         raise UserError(f"{args.table}: reference table not found")
     if args.step == "draw":
-        return draw(args.table, args.seed, args.count, args.out)
+        for path in args.exclude:
+            if not path.is_file():
+                raise UserError(f"--exclude {path}: case file not found")
+        return draw(args.table, args.seed, args.count, args.out, tuple(args.exclude))
     if args.step == "analyse":
         report = analyse(args.dir, args.table)
         if args.markdown is not None:
