@@ -23,7 +23,7 @@ from collector.record import RunRecord, read_record
 from .protocol_session import CANARY
 
 
-def _case_rows(cmp: Comparison) -> list[dict[str, Any]]:
+def case_rows(cmp: Comparison) -> list[dict[str, Any]]:
     """Every matched case (comparison.json lists only the top changes; the table has all)."""
     table = cmp.cases
     names = ("key", "op", "ratio", "verdict", "base_ms", "base_runs")
@@ -42,7 +42,7 @@ def _case_rows(cmp: Comparison) -> list[dict[str, Any]]:
 
 def _flags(cmp: Comparison) -> dict[str, Any]:
     result = cmp.data
-    cases = _case_rows(cmp)
+    cases = case_rows(cmp)
     diffs = np.array([abs(c["ratio"] - 1.0) for c in cases])
     verdicts: dict[str, int] = {}
     for c in cases:
@@ -78,7 +78,7 @@ def _canary(cmp: Comparison) -> dict[str, Any]:
     selector = CaseSelector.parse(CANARY)
     slowed: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
-    for c in _case_rows(cmp):
+    for c in case_rows(cmp):
         case = Case.build(c["op"], c["params"])
         (slowed if selector.matches(case) else others).append(c)
     return {

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats as sps
 
-from bench.gpu.analyse import _case_rows
+from bench.gpu.analyse import case_rows
 from bench.gpu.precision_session import load_step
 from bench.gpu.protocol_session import CANARY
 from bot.compare.comparison import Baseline, compare_runs
@@ -60,14 +61,14 @@ def welch_interval(base: np.ndarray, cand: np.ndarray, confidence: float) -> tup
 
 
 def both_verdicts(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
+    """Each case's verdict under both intervals, and the comparison's rows."""
     settings = Settings()
-    table = compare_runs(base, cand, settings, Baseline(kind="explicit-run")).cases
+    comparison = compare_runs(base, cand, settings, Baseline(kind="explicit-run"))
+    table = comparison.cases
     logs_b, logs_c = log_run_means(base), log_run_means(cand)
-    keys = list(table["key"])
-    bounds = [welch_interval(logs_b[k], logs_c[k], settings.confidence) for k in keys]
-    ratio = np.asarray(table["ratio"], dtype=float)
+    bounds = [welch_interval(logs_b[k], logs_c[k], settings.confidence) for k in table["key"]]
     welch = verdicts(
-        ratio,
+        np.asarray(table["ratio"], dtype=float),
         np.array([lo for lo, _ in bounds]),
         np.array([hi for _, hi in bounds]),
         np.asarray(table["q"], dtype=float),
@@ -75,36 +76,37 @@ def both_verdicts(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
         settings.alpha,
         settings.min_effect,
     )
-    return {"keys": keys, "bootstrap": np.asarray(table["verdict"], dtype=object), "welch": welch}
+    bootstrap = np.asarray(table["verdict"], dtype=object)
+    return {"rows": case_rows(comparison), "bootstrap": bootstrap, "welch": welch}
 
 
-def session_records(directory: Path) -> tuple[dict[str, RunRecord], set[str]]:
-    """Records A, B (and C) and the slowed cases' keys: from `precision_session aa`'s
-    tarball, or from a protocol session's folders (`bench/gpu/analyse.py`'s layout and
-    canary)."""
+Slowed = Callable[[dict[str, Any]], bool]
+
+
+def session_records(directory: Path) -> tuple[dict[str, RunRecord], Slowed]:
+    """Records A, B (and C) and which compared cases the canary slowed: from
+    `precision_session aa`'s tarball (its canary.json), or from a protocol session's
+    folders (`bench/gpu/analyse.py`'s layout and canary selector)."""
     loaded = load_step(directory, "aa")
     if loaded is not None:
         records, _, canary = loaded
-        return records, set(canary["keys"]) if canary else set()
+        keys = set(canary["keys"]) if canary else set()
+        return records, lambda row: row["key"] in keys
     if not (directory / "A").is_dir():
         raise SystemExit(f"error: {directory}: neither aa records nor folders A and B")
     records = {n: read_record(directory / n) for n in "ABC" if (directory / n).is_dir()}
-    if "C" not in records:
-        return records, set()
     selector = CaseSelector.parse(CANARY)
-    rows = _case_rows(compare_runs(records["A"], records["C"]))
-    return records, {r["key"] for r in rows if selector.matches(Case.build(r["op"], r["params"]))}
+    return records, lambda row: selector.matches(Case.build(row["op"], row["params"]))
 
 
 def summary(directory: Path) -> dict[str, Any]:
-    records, slowed_keys = session_records(directory)
-    canary = {"keys": sorted(slowed_keys)} if slowed_keys else None
+    records, is_slowed = session_records(directory)
     out: dict[str, Any] = {"dir": str(directory)}
     aa = both_verdicts(records["A"], records["B"])
     out["aa_flagged"] = {m: int(np.isin(aa[m], FLAGS).sum()) for m in ("bootstrap", "welch")}
-    if "C" in records and canary:
+    if "C" in records:
         found = both_verdicts(records["A"], records["C"])
-        slowed = np.array([k in set(canary["keys"]) for k in found["keys"]])
+        slowed = np.array([is_slowed(row) for row in found["rows"]], dtype=bool)
         out["canary"] = {
             m: {
                 "found": int((found[m][slowed] == "regressed").sum()),
