@@ -3,6 +3,7 @@ table, the case file's tiny `cpu` set, CPU stand-in devices)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import tarfile
@@ -154,8 +155,11 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     assert summary["complete"] is True and summary["segments"] == 2
     cols = summary["collections"]
     assert [cols[n]["status"] for n in "ABC"] == ["complete"] * 3
-    assert [cols[n]["prestart_workers"] for n in "ABC"] == ["never", "always", "never"]
-    assert cols["A"]["cost"]["prestarted"] == 0 < cols["B"]["cost"]["prestarted"]
+    # The candidate protocol prestarts every collection's workers; B spawns where A and C fork.
+    assert [cols[n]["prestart_workers"] for n in "ABC"] == ["always"] * 3
+    assert [cols[n]["worker_start"] for n in "ABC"] == ["forkserver", "spawn", "forkserver"]
+    assert min(cols[n]["cost"]["prestarted"] for n in "ABC") > 0
+    assert read_record(work_of(out) / "A").meta["protocol"]["cooldown_s"] == 0.5
     with tarfile.open(out / ps.tar_name("aa")) as tar:
         work = tmp_path / "unpacked"
         tar.extractall(work, filter="data")
@@ -175,13 +179,13 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     assert ps.main(["aa", "--out", str(out), "--work", str(tmp_path / "w2"), *common]) == 2
     assert capsys.readouterr().err.startswith("error: ") and summary["complete"]
 
-    # The fixed step's workers forked from a preloaded server (--worker-start forkserver).
+    # The fixed step on a seeded sample of the set, its workers spawned (--worker-start).
     args = ["fixed", "--out", str(out), "--work", str(tmp_path / "w3"), "--runs", "3"]
-    assert ps.main([*args, "--worker-start", "forkserver", *common]) == 0
+    assert ps.main([*args, "--worker-start", "spawn", "--sample", "2", *common]) == 0
     fixed = json.loads((out / ps.summary_name("fixed")).read_text())
-    assert fixed["complete"] is True and fixed["collections"]["F"]["cost"]["runs_mean"] == 3
-    assert fixed["collections"]["F"]["worker_start"] == "forkserver"
-    assert summary["collections"]["A"]["worker_start"] == "spawn"
+    f_cost = fixed["collections"]["F"]["cost"]
+    assert fixed["complete"] is True and f_cost["runs_mean"] == 3 and f_cost["cases"] == 2
+    assert fixed["collections"]["F"]["worker_start"] == "spawn"
 
     md = tmp_path / "report.md"
     capsys.readouterr()
@@ -205,10 +209,33 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     # One server start however many calls ran it (none here: spawned workers).
     assert a_cost["one_server_per_case_s"] == pytest.approx(a_cost["all_in_per_case_s"], abs=1e-3)
     assert set(cost) == {"A", "B", "C", "F", "prestart"} and cost["A"]["of_fixed"] > 0
+    # F on 2 of the 4 cases: A's and F's seconds on those two, F's all-in over all four.
+    fx = report["fixed"]
+    assert (fx["cases"], fx["of_draw"]) == (2, 4) and fx["F_case_s"] > 0
+    f_cost = cost["F"]
+    rest = f_cost["all_in_per_case_s"] * 2 - f_cost["case_device_s"]
+    assert fx["F_all_in_per_case_s"] == pytest.approx((fx["F_case_s"] * 4 + rest) / 4, abs=0.01)
     text = md.read_text()
     assert "| A/A (A vs B, same GPU) | 4 cases" in text and "| cost F |" in text
     assert text.startswith("Records: A complete, B complete, C complete, F complete.")
     assert "| bfloat16 |" in text
+
+
+def work_of(out: Path) -> Path:
+    """The aa step's work folder, unpacked from its returned tarball."""
+    work = out.parent / f"{out.name}-unpacked"
+    if not work.is_dir():
+        with tarfile.open(out / ps.tar_name("aa")) as tar:
+            tar.extractall(work, filter="data")
+    return work
+
+
+def test_the_fixed_sample_is_seeded_and_spread_over_the_dtypes() -> None:
+    args = argparse.Namespace(cases=ps.CASE_FILE, case_set="default", sample=30)
+    picked = ps.fixed_sample(args)
+    assert picked.text == ps.fixed_sample(args).text
+    dtypes = [part.split(",")[0].removeprefix("gemm_dtype=") for part in picked.text.split(";")]
+    assert len(dtypes) == 30 and {dtypes.count(d) for d in ps.DTYPES} == {10}
 
 
 def test_a_partial_records_open_cases_are_set_aside_in_the_closed_figures() -> None:
@@ -238,22 +265,26 @@ def test_a_partial_records_open_cases_are_set_aside_in_the_closed_figures() -> N
     assert (canary["slowed"], canary["detected"], canary["others_flagged"]) == (1, 1, 0)
 
 
-def test_aa_with_forked_workers_completes_its_three_collections(tmp_path: Path) -> None:
-    """The next lease's configuration: A, B and C, their rounds interleaved, every worker
-    forked from the process's one server (same backend and environment)."""
+def test_aa_forks_a_and_c_spawns_b_and_charges_the_server_to_the_forked_ones(
+    tmp_path: Path,
+) -> None:
+    """The next lease's configuration: A, B and C, their rounds interleaved; A's and C's
+    workers forked from the process's one server, B's spawned (the A/A tests the start)."""
     args = ["aa", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "w")]
     args += ["--cases", str(ps.CASE_FILE), "--case-set", "cpu", "--device", "cpu"]
-    args += ["--backend", "torch", "--test-protocol", "--worker-start", "forkserver"]
+    args += ["--backend", "torch", "--test-protocol"]
     assert ps.main(args) == 0
     summary = json.loads((tmp_path / "out" / ps.summary_name("aa")).read_text())
     assert summary["complete"] is True
-    for name in ("A", "B", "C"):
+    for name, method in (("A", "forkserver"), ("B", "spawn"), ("C", "forkserver")):
         column = summary["collections"][name]
-        assert column["status"] == "complete" and column["worker_start"] == "forkserver"
+        assert column["status"] == "complete" and column["worker_start"] == method
         assert column["cost"]["pool_starts"] >= 2
-    # One server served the three (maybe started by an earlier test): each is charged it.
-    shared = {summary["collections"][n]["cost"]["server_start_s"] for n in "ABC"}
-    assert len(shared) == 1
+    # One server served A and C (maybe started by an earlier test): each is charged it; B
+    # used none.
+    cost = {n: summary["collections"][n]["cost"] for n in "ABC"}
+    assert cost["A"]["server_start_s"] == cost["C"]["server_start_s"]
+    assert cost["B"]["server_start_s"] == 0
 
 
 def test_each_collection_is_charged_the_server_its_call_shared_not_its_own_share() -> None:
@@ -272,6 +303,10 @@ def test_each_collection_is_charged_the_server_its_call_shared_not_its_own_share
     # As one collection: one server start, where each call of the device tool started one.
     assert ps.server_starts(segments, "A") == [10.0, 0.0]
     assert ps.server_starts(segments, "C") == [0.0]
+    # A collection that spawned its workers used no server: it is charged its own starts.
+    segments[0]["worker_starts"]["B"]["method"] = "spawn"
+    segments[1]["worker_starts"]["B"]["method"] = "spawn"
+    assert ps.charged_starts(segments, "B") == (0.899, 0.0)
 
 
 def test_the_first_buffer_set_is_set_against_the_median_of_the_others() -> None:

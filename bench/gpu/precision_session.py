@@ -45,7 +45,7 @@ from bot.compare.comparison import Baseline, compare_runs
 from bot.compare.stats import Settings
 from collector.aggregate import trimmed_mean
 from collector.canary import Canary
-from collector.caseplan import CaseSelector
+from collector.caseplan import CaseSelector, build_plan
 from collector.engine import Collection
 from collector.errors import UserError
 from collector.record import CHECKPOINT, RunRecord, read_record
@@ -56,9 +56,15 @@ CASE_FILE = HERE / "precision_cases.yaml"
 DTYPES = ("bfloat16", "fp8", "fp8_block")
 CANARY_FACTOR, CANARY_MIN_MS = 1.02, 0.020
 FIXED_RUNS = 10
-# Each step's collections, and the --prestart-workers each runs with.
+FIXED_SAMPLE_SEED = 2212
+# Each step's collections.
 STEPS = {"aa": ("A", "B", "C"), "fixed": ("F",)}
-PRESTART = {"A": "never", "B": "gpu", "C": "never", "F": "never"}
+# The protocol measured beside the shipped defaults: workers forked from a preloaded server
+# and started while the previous round measures (issue 22: worker starts counted in the
+# cost), a throttled run redone after 0.5 s instead of 2. A, C and F take it; B starts its
+# workers the other way (--worker-start), so the A/A also tests forked against spawned.
+CANDIDATE = {"worker_start": "forkserver", "prestart_workers": "gpu", "cooldown_s": 0.5}
+OTHER_START = {"spawn": "forkserver", "forkserver": "spawn"}
 CANARY_JSON, SEGMENTS_JSON = "canary.json", "segments.json"
 # Issue 22's floors (the A/A's on 200 shapes or more).
 AA_P99_PCT, AA_MAX_PCT, CANARY_SHARE, REALISM_TOL, COST_PER_CASE_S = 1.5, 3.0, 0.95, 0.03, 0.6
@@ -135,15 +141,15 @@ def draw(
 
 # --- the GPU steps --------------------------------------------------------------------------
 def protocol_for(args: argparse.Namespace, name: str) -> Protocol:
-    """The shipped defaults with the collection's --prestart-workers; F: the fixed protocol.
-    The CPU tests recycle (and prestart) workers on the CPU as 'gpu' does on CUDA."""
-    prestart = PRESTART[name]
+    """The candidate protocol (CANDIDATE, --worker-start), B's workers started the other
+    way; F: the fixed protocol. The CPU tests recycle (and prestart) workers on the CPU as
+    'gpu' does on CUDA."""
+    base = fs.TEST_PROTOCOL if args.test_protocol else Protocol()
+    base = replace(base, **{**CANDIDATE, "worker_start": args.worker_start})
     if args.test_protocol:
-        mode = "never" if prestart == "never" else "always"
-        base = replace(fs.TEST_PROTOCOL, fresh_workers="always", prestart_workers=mode)
-    else:
-        base = Protocol(prestart_workers=prestart)
-    base = replace(base, worker_start=args.worker_start)
+        base = replace(base, fresh_workers="always", prestart_workers="always")
+    if name == "B":
+        base = replace(base, worker_start=OTHER_START[base.worker_start])
     return replace(base, target_ci=0.0, runs=args.runs) if name == "F" else base
 
 
@@ -152,16 +158,38 @@ def open_collection(
 ) -> Collection:
     """Collection `name` under work/, resumed where an earlier call left it."""
     out = work / name
+    sample = fixed_sample(args) if name == "F" and args.sample else None
     cfg = fs.config(
         out,
         args,
         canary,
         protocol_for(args, name),
+        case_filter=sample,
         backend=args.backend,
         resume=(out / CHECKPOINT).is_file(),
         command=["python3", "-m", "bench.gpu.precision_session", *sys.argv[1:]],
     )
     return Collection(cfg)
+
+
+def fixed_sample(args: argparse.Namespace) -> CaseSelector:
+    """F's cases: `--sample` of the set at random (seeded, as even across dtypes as the set
+    allows), so that the fixed protocol's cost per case is measured on the same draw in a
+    third of the device time."""
+    cases = build_plan(("gemm",), case_file=args.cases, case_set=args.case_set).cases
+    rng = np.random.default_rng(FIXED_SAMPLE_SEED)
+    by_dtype: dict[str, list[dict[str, Any]]] = {}
+    for case in cases:
+        by_dtype.setdefault(str(case.params["gemm_dtype"]), []).append(case.params)
+    picked: list[dict[str, Any]] = []
+    for i, rows in enumerate(by_dtype.values()):
+        share = args.sample // len(by_dtype) + (i < args.sample % len(by_dtype))
+        take = rng.choice(len(rows), size=min(share, len(rows)), replace=False)
+        picked += [rows[j] for j in sorted(take)]
+    text = ";".join(
+        f"gemm_dtype={r['gemm_dtype']},m={r['m']},n={r['n']},k={r['k']}" for r in picked
+    )
+    return CaseSelector.parse(text)
 
 
 def prepare_work(args: argparse.Namespace, step: str) -> Path:
@@ -293,10 +321,13 @@ def charged_starts(segments: list[dict[str, Any]], name: str) -> tuple[float, fl
 
 
 def server_starts(segments: list[dict[str, Any]], name: str) -> list[float]:
-    """The forkserver start of every call that ran collection `name` (0 where none started)."""
+    """The forkserver start of every call that ran collection `name` (0 where none started,
+    or where `name` spawned its workers and so used none)."""
     calls = [s["worker_starts"] for s in segments if s["worker_starts"].get(name)]
     return [
         max((float(w.get("server_seconds") or 0) for w in starts.values() if w), default=0)
+        if starts[name].get("method", "forkserver") == "forkserver"
+        else 0.0
         for starts in calls
     ]
 
@@ -486,6 +517,34 @@ def cost_figures(costs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def fixed_figures(
+    a: RunRecord, f: RunRecord, a_cost: dict[str, Any], f_cost: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The fixed protocol beside A on F's cases (all of the draw, or `--sample` of it): the
+    cases' device seconds per case of each, and F's all-in cost per case over the whole draw,
+    its cases' mean for every case plus its own worker starts (one server) and panel."""
+    a_s, f_s = (
+        {r["case_key"]: float(r["device_seconds"] or 0) for r in rec.perf["gemm"].to_pylist()}
+        for rec in (a, f)
+    )
+    keys = sorted(set(a_s) & set(f_s))
+    if not keys or not a_cost["cases"]:
+        return None
+    a_case = sum(a_s[k] for k in keys) / len(keys)
+    f_case = sum(f_s[k] for k in keys) / len(keys)
+    rest = float(f_cost["one_server_s"]) - float(f_cost["case_device_s"])
+    f_all_in = (f_case * a_cost["cases"] + rest) / a_cost["cases"]
+    a_all_in = a_cost["one_server_per_case_s"]
+    return {
+        "cases": len(keys),
+        "of_draw": a_cost["cases"],
+        "A_case_s": round(a_case, 3),
+        "F_case_s": round(f_case, 3),
+        "F_all_in_per_case_s": round(f_all_in, 3),
+        "A_of_fixed": round(a_all_in / f_all_in, 3) if a_all_in and f_all_in else None,
+    }
+
+
 def first_set_figures(record: RunRecord) -> dict[str, Any] | None:
     """Runs over several buffer sets: their first sample (the first set) against the median
     of the others. Every set is prepared alike, so the ratio should sit at 1; the third run
@@ -523,8 +582,10 @@ def analyse(directory: Path, table: Path) -> dict[str, Any]:
         raise UserError(f"{directory / tar_name('aa')}: no records A and B")
     costs = {n: all_in_cost(r, segments, n) for n, r in records.items()}
     fixed = load_step(directory, "fixed")
+    beside = None
     if fixed is not None and "F" in fixed[0]:
         costs["F"] = all_in_cost(fixed[0]["F"], fixed[1], "F")
+        beside = fixed_figures(records["A"], fixed[0]["F"], costs["A"], costs["F"])
     complete = {n: r.status for n, r in records.items()}
     if fixed is not None and "F" in fixed[0]:
         complete["F"] = fixed[0]["F"].status
@@ -536,6 +597,7 @@ def analyse(directory: Path, table: Path) -> dict[str, Any]:
         "canary": canary_figures(records["A"], records["C"], chosen) if "C" in records else None,
         "realism": realism(records["A"], table),
         "cost": cost_figures(costs),
+        "fixed": beside,
         "first_set": first_set_figures(records["A"]),
     }
 
@@ -610,6 +672,13 @@ def markdown(report: dict[str, Any]) -> str:
             f"| prestart (B vs A) | {pre['B_per_start_s']} s per worker start against "
             f"{pre['A_per_start_s']} s (x{pre['B_of_A']}) | context | |"
         )
+    if (fx := report.get("fixed")) is not None:
+        lines.append(
+            f"| fixed 10-run protocol beside A | on {fx['cases']} of the {fx['of_draw']} cases: "
+            f"{fx['F_case_s']} device-s per case against A's {fx['A_case_s']}; all-in over the "
+            f"draw {fx['F_all_in_per_case_s']} s per case (A: x{fx['A_of_fixed']} of it) | "
+            "context | |"
+        )
     if (first := report.get("first_set")) is not None:
         lines.append(
             f"| first buffer set against the others (A, {first['runs']} runs over several) | "
@@ -665,9 +734,13 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--backend", default="vllm")
         s.add_argument("--resume-from", type=Path, default=None)
         # Every collection of the step; the shipped default unless asked (collector/timing.py).
-        s.add_argument("--worker-start", choices=WORKER_STARTS, default=Protocol().worker_start)
+        # A's, C's and F's worker start; B's is the other (OTHER_START).
+        s.add_argument("--worker-start", choices=WORKER_STARTS, default=CANDIDATE["worker_start"])
         if step == "fixed":
             s.add_argument("--runs", type=int, default=FIXED_RUNS)
+            s.add_argument(
+                "--sample", type=int, default=None, help="measure this many cases of the set"
+            )
     a = sub.add_parser("analyse")
     a.add_argument("dir", type=Path)
     a.add_argument("--table", type=Path, default=fs.default_table())
