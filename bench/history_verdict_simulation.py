@@ -5,8 +5,9 @@ Each case has 20 stored baselines and one candidate, each a collection of `runs`
 past step) x its own between-collection offset (sd `between`: what the runs of one process
 cannot see, docs/statistics.md) x each run's offset (0.5%) x within-run noise (1% CV). The
 candidate's true level is the last baseline's level moved by `shift`. The verdict is the
-comparison's own rule (`bot.compare.stats`: Welch on per-run medians, Benjamini-Hochberg
-over the scenario's cases as one comparison, a bootstrap interval, the noise threshold).
+comparison's own rule (`bot.compare.stats`: Welch's test on the log run values, each run's
+trimmed mean; Benjamini-Hochberg over the scenario's cases as one comparison; a bootstrap
+interval; the noise threshold).
 
 Per scenario it reports the share of cases the rule calls changed (regressed or improved;
 for a shift, in its direction), the share of those the annotation labels "within its
@@ -94,11 +95,13 @@ def simulate(
     history, cand_point = points[:, :HISTORY], points[:, HISTORY]
     base, cand = data[:, HISTORY - 1], data[:, HISTORY]
     pairs = [(list(base[i]), list(cand[i])) for i in range(cases)]
+    values = [
+        (stats.run_values(b, settings.trim), stats.run_values(c, settings.trim)) for b, c in pairs
+    ]
     lohi = np.array(stats.ratio_intervals(pairs, settings, rng))
-    medians = np.median(base, axis=-1), np.median(cand, axis=-1)
-    p = stats.run_test_pvalues([(medians[0][i], medians[1][i]) for i in range(cases)])
+    p = stats.run_test_pvalues(values)
     q = stats.bh_qvalues(p)
-    noise = np.array([stats.noise_of(medians[0][i], medians[1][i]) for i in range(cases)])
+    noise = np.array([stats.noise_of(b, c) for b, c in values])
     threshold = np.maximum(settings.min_effect, settings.noise_mult * noise)
     ratio = cand_point / history[:, -1]
 

@@ -106,4 +106,4 @@ def test_the_comment_lists_the_drifting_cases(tmp_path: Path) -> None:
     section = body.split("### Drift within a collection", 1)[1].split("\n### ", 1)[0]
     assert "2 cases moved with run order" in section
     rows = [line for line in section.splitlines() if line.startswith("| `gemm")]
-    assert len(rows) == 2 and "| candidate | -9.9% | 10 | inconclusive |" in rows[0]
+    assert len(rows) == 2 and "| candidate | -10.1% | 10 | inconclusive |" in rows[0]

@@ -25,14 +25,14 @@ def test_interval_covers_a_known_shift(rng: np.random.Generator) -> None:
     assert missed <= 7
 
 
-def test_test_on_run_medians_separates_shift_from_noise(rng: np.random.Generator) -> None:
+def test_test_on_run_values_separates_shift_from_noise(rng: np.random.Generator) -> None:
     same = stats.run_test_pvalue(
-        stats.run_medians(_arrays(simulated_runs(rng, 1.0))),
-        stats.run_medians(_arrays(simulated_runs(rng, 1.0))),
+        stats.run_values(_arrays(simulated_runs(rng, 1.0))),
+        stats.run_values(_arrays(simulated_runs(rng, 1.0))),
     )
     moved = stats.run_test_pvalue(
-        stats.run_medians(_arrays(simulated_runs(rng, 1.0))),
-        stats.run_medians(_arrays(simulated_runs(rng, 1.03))),
+        stats.run_values(_arrays(simulated_runs(rng, 1.0))),
+        stats.run_values(_arrays(simulated_runs(rng, 1.03))),
     )
     assert moved < 1e-4
     assert same > moved
@@ -171,14 +171,14 @@ def test_trimmed_mean_matches_scipy(rng: np.random.Generator) -> None:
 
 def test_estimate_is_the_trimmed_mean_of_all_samples_pooled() -> None:
     """The ratio is pooled estimate over pooled estimate, not a summary of run summaries:
-    the 20 samples below (1 to 20; run medians 2, 5 and 13.5) keep 3 to 18 after a 10% trim,
+    the 20 samples below (1 to 20; run values 2, 5 and 13.5) keep 3 to 18 after a 10% trim,
     whose mean is 10.5; one wild sample does not move it."""
     base = [np.arange(1.0, 4.0), np.arange(4.0, 7.0), np.arange(7.0, 21.0)]
     assert stats.pooled_estimate(base) == pytest.approx(np.arange(3.0, 19.0).mean())
     wild = [r.copy() for r in base]
     wild[2][-1] = 1e6
     assert stats.pooled_estimate(wild) == stats.pooled_estimate(base)
-    assert stats.median(stats.run_medians(base)) == 5.0
+    assert list(stats.run_values(base)) == [2.0, 5.0, 13.5]
     from bot.compare.latency import _run_stats
 
     out = _run_stats([(base, [np.full(4, 11.55)])], stats.Settings(), np.random.default_rng(1))
@@ -226,3 +226,19 @@ def test_pooled_bootstrap_narrows_with_independent_samples(rng: np.random.Genera
         assert lo < 1.0 < hi
         widths.append(hi - lo)
     assert widths[1] < 0.7 * widths[0]
+
+
+@pytest.mark.parametrize("trim", [0.0, 0.1, 0.25])
+def test_a_run_s_value_is_its_trimmed_mean(rng: np.random.Generator, trim: float) -> None:
+    """The run-level value is what the collector's stopping rule reads: each run's trimmed
+    mean. Samples on two levels 10% apart, 4 and 4: moving one sample across moves the
+    median by half the gap (5%), the value by a quarter of it at most."""
+    from scipy.stats import trim_mean
+
+    runs = [rng.lognormal(0, 0.05, n) for n in (8, 5, 13)]
+    got = stats.run_values(runs, trim)
+    assert got == pytest.approx([trim_mean(r, trim) for r in runs], rel=1e-12)
+    even, shifted = np.array([1.0] * 4 + [1.1] * 4), np.array([1.0] * 5 + [1.1] * 3)
+    values = stats.run_values([even, shifted], trim)
+    assert 1.01 < values[0] / values[1] <= 1.025 + 1e-12
+    assert stats.median(even) / stats.median(shifted) == pytest.approx(1.05)

@@ -92,12 +92,13 @@ def pair_fits(
 def apply_offsets(
     cols: dict[str, np.ndarray],
     fits: dict[tuple[str, str], OffsetFit | None],
-    medians: dict[int, tuple[np.ndarray, np.ndarray]],
+    run_values: dict[int, tuple[np.ndarray, np.ndarray]],
     settings: stats.Settings,
 ) -> None:
     """Divide each calibrated case's ratio by its offset and widen its interval; p is the
-    larger of the run test on offset-corrected medians and a normal test that counts the
-    offset's uncertainty (where a case has runs)."""
+    larger of the run test on offset-corrected run values (each run's trimmed mean,
+    `stats.run_values`) and a normal test that counts the offset's uncertainty (where a case
+    has runs)."""
     z = NormalDist().inv_cdf(1.0 - (1.0 - settings.confidence) / 2.0)
     n = len(cols["key"])
     cols["offset"] = np.full(n, np.nan)
@@ -123,9 +124,9 @@ def apply_offsets(
         cols["lo"][rows] = np.exp(corrected - np.hypot(below, z * sd))
         cols["hi"][rows] = np.exp(corrected + np.hypot(above, z * sd))
         for j, i in enumerate(rows):
-            if int(i) not in medians:
+            if int(i) not in run_values:
                 continue
-            bm, cm = medians[int(i)]
+            bm, cm = run_values[int(i)]
             welch = stats.run_test_pvalues([(bm, cm / math.exp(mean[j]))])[0]
             half = max(below[j], above[j]) / z if np.isfinite(below[j]) else 0.0
             total = math.hypot(half, sd[j])

@@ -1,9 +1,10 @@
-"""Drift within a collection: a side whose per-run medians trend with run order.
+"""Drift within a collection: a side whose run values trend with run order.
 
 A case whose level moves while it is measured (e.g. a large-weight GEMM whose later runs
 are faster than its first) has no single level: its estimate depends on when the collection
 stopped, so averaging its runs hides the problem. Each side's trend is tested (Mann-Kendall
-on the run medians in run order, Benjamini-Hochberg across all sides tested) and sized
+on its run values, each run's trimmed mean (`stats.run_values`), in run order,
+Benjamini-Hochberg across all sides tested) and sized
 (Theil-Sen slope across the runs, relative); a side whose adjusted p is below `drift_alpha`
 and whose drift is at least `drift_min` marks its case as drifting. A
 drifting case keeps a regressed or improved verdict only when its interval clears the
@@ -36,21 +37,21 @@ class Trends:
     p: np.ndarray
 
 
-def trends(run_medians: Sequence[np.ndarray]) -> Trends:
-    """Trend of each case's run medians, in run order, vectorised over cases.
+def trends(run_values: Sequence[np.ndarray]) -> Trends:
+    """Trend of each case's run values, in run order, vectorised over cases.
 
-    Drift is expm1(Theil-Sen slope of log medians x (runs - 1)): the relative change from the
+    Drift is expm1(Theil-Sen slope of log run values x (runs - 1)): the relative change from the
     first run to the last that the trend accounts for. The Mann-Kendall statistic uses the
     normal approximation with continuity correction (ties count zero)."""
-    n_cases = len(run_medians)
-    width = max((m.size for m in run_medians), default=0)
+    n_cases = len(run_values)
+    width = max((m.size for m in run_values), default=0)
     drift = np.full(n_cases, np.nan)
     p = np.full(n_cases, np.nan)
     if n_cases == 0 or width < MIN_RUNS:
         return Trends(drift, p)
     logs = np.full((n_cases, width), np.nan)
-    for row, medians in enumerate(run_medians):
-        logs[row, : medians.size] = np.log(medians)
+    for row, values in enumerate(run_values):
+        logs[row, : values.size] = np.log(values)
     i, j = np.triu_indices(width, k=1)
     diffs = logs[:, j] - logs[:, i]
     valid = np.isfinite(diffs)
@@ -72,14 +73,14 @@ def trends(run_medians: Sequence[np.ndarray]) -> Trends:
 def mark(
     cols: dict[str, np.ndarray],
     idx: np.ndarray,
-    base_medians: Sequence[np.ndarray],
-    cand_medians: Sequence[np.ndarray],
+    base_values: Sequence[np.ndarray],
+    cand_values: Sequence[np.ndarray],
     settings: stats.Settings,
 ) -> None:
     """Add each side's drift and p-value and the `drifting` flag for the sampled cases `idx`
-    (aligned with the medians), then apply the verdict rule (`demote`)."""
+    (aligned with the run values), then apply the verdict rule (`demote`)."""
     n = len(cols["key"])
-    found = {side: trends(m) for side, m in (("base", base_medians), ("cand", cand_medians))}
+    found = {side: trends(v) for side, v in (("base", base_values), ("cand", cand_values))}
     # Benjamini-Hochberg over every side tested: many steady cases, few chance trends.
     q = stats.bh_qvalues(np.concatenate([found["base"].p, found["cand"].p]))
     for k, side in enumerate(("base", "cand")):

@@ -160,10 +160,17 @@ class _Sampled:
     cand: list[Runs] = field(default_factory=list)
 
 
+def _values(runs: Runs, settings: stats.Settings) -> np.ndarray:
+    return stats.run_values(runs, settings.trim)
+
+
 def _run_stats(
     pairs: list[tuple[Runs, Runs]], settings: stats.Settings, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
-    """Ratio, interval, p-value and noise threshold of each (base runs, cand runs) pair."""
+    """Ratio, interval, p-value and noise threshold of each (base runs, cand runs) pair.
+
+    The ratio is pooled estimate over pooled estimate; the test and the noise are on the
+    runs' values, each run's trimmed mean (`stats.run_values`)."""
     n = len(pairs)
     out = {
         name: np.full(n, np.nan)
@@ -171,8 +178,8 @@ def _run_stats(
     }
     if not n:
         return out
-    medians = [(stats.run_medians(b), stats.run_medians(c)) for b, c in pairs]
-    for i, ((b, c), (bm, cm)) in enumerate(zip(pairs, medians, strict=True)):
+    values = [(_values(b, settings), _values(c, settings)) for b, c in pairs]
+    for i, ((b, c), (bm, cm)) in enumerate(zip(pairs, values, strict=True)):
         noise = stats.noise_of(bm, cm)
         out["ratio"][i] = stats.pooled_estimate(c, settings.trim) / stats.pooled_estimate(
             b, settings.trim
@@ -183,7 +190,7 @@ def _run_stats(
         out["cand_runs"][i] = cm.size
     intervals = np.array(stats.ratio_intervals(pairs, settings, rng), dtype=float)
     out["lo"], out["hi"] = intervals[:, 0], intervals[:, 1]
-    out["p"] = stats.run_test_pvalues(medians)
+    out["p"] = stats.run_test_pvalues(values)
     return out
 
 
@@ -273,20 +280,16 @@ def build_case_table(
         cols[name][idx] = first[name].astype(np.int64)
     # Sides measured on different GPUs: corrected by the panels' offset, or not judged.
     cols["gpu_match"], fits = cross_gpu.pair_fits(base, cand, cols["base_gpu"], cols["cand_gpu"])
+    base_values = [_values(b, settings) for b in sampled.base]
+    cand_values = [_values(c, settings) for c in sampled.cand]
     calibrated = {
-        int(i): (stats.run_medians(b), stats.run_medians(c))
-        for i, b, c in zip(sampled.index, sampled.base, sampled.cand, strict=True)
+        int(i): (b, c)
+        for i, b, c in zip(sampled.index, base_values, cand_values, strict=True)
         if cols["gpu_match"][i] == cross_gpu.CALIBRATED
     }
     cross_gpu.apply_offsets(cols, fits, calibrated, settings)
     _judge(cols, idx, settings)
-    drift.mark(
-        cols,
-        idx,
-        [stats.run_medians(b) for b in sampled.base],
-        [stats.run_medians(c) for c in sampled.cand],
-        settings,
-    )
+    drift.mark(cols, idx, base_values, cand_values, settings)
     cols.update(_unconfirmed(n))
     if confirm is not None:
         _apply_confirmation(cols, sampled, confirm, settings, rng)

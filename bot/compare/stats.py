@@ -1,9 +1,10 @@
 """Statistics for latency comparisons, vectorised so that large comparisons stay fast.
 
-Runs are the unit of the test (on per-run medians) and of the noise, since samples inside
-one run need not be independent. The estimate is the 10% trimmed mean of all samples pooled
-over runs, with an interval from a two-level bootstrap (resample runs, then samples in each
-run). Why this shape, and the H200 A/As that chose it: docs/statistics.md.
+Runs are the unit of the test and of the noise, since samples inside one run need not be
+independent; a run's value is the trimmed mean of its samples (`run_values`, the quantity
+the collector's stopping rule reads). The estimate is the 10% trimmed mean of all samples
+pooled over runs, with an interval from a two-level bootstrap (resample runs, then samples in
+each run). Why this shape, and the H200 A/As that chose it: docs/statistics.md.
 
 The verdict rule (`verdicts`) asks three things of a regression: the run-level test is
 significant after Benjamini-Hochberg control across cases, the interval excludes every change
@@ -107,7 +108,7 @@ class Settings:
     bootstrap: int = setting(
         2000, min=100, unit="replicates", help="Bootstrap replicates per case."
     )
-    # A side whose run medians trend with run order (bot/compare/drift.py).
+    # A side whose run values trend with run order (bot/compare/drift.py).
     drift_alpha: float = setting(
         0.01,
         min=0.0,
@@ -127,7 +128,8 @@ class Settings:
         min=0.0,
         max=0.45,
         unit="fraction",
-        help="Share of a case's samples cut from each end before averaging.",
+        help="Share of samples cut from each end before averaging: of a case's pooled "
+        "samples (its estimate) and of each run's (the run's value).",
     )
     seed: int = setting(
         20261130, help="Bootstrap seed: the same records and seed give the same result."
@@ -162,9 +164,11 @@ def median(values: np.ndarray) -> float:
     return float(s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2]))
 
 
-def run_medians(runs: Sequence[np.ndarray]) -> np.ndarray:
-    """Each run's median (a plain sort: np.median's overhead dominates on short runs)."""
-    return np.array([median(r) for r in runs], dtype=float)
+def run_values(runs: Sequence[np.ndarray], trim: float = LATENCY_TRIM) -> np.ndarray:
+    """Each run's value: the trimmed mean of its samples (what the collector's stopping rule
+    reads). A run's samples come from several buffer sets whose levels differ; the mean
+    averages them where a median jumps from one level to the next."""
+    return np.array([trimmed_mean(np.asarray(r, dtype=float), trim) for r in runs], dtype=float)
 
 
 def pack_runs(
@@ -328,12 +332,13 @@ def ratio_intervals(
     return out
 
 
-def run_test_pvalue(base_medians: np.ndarray, cand_medians: np.ndarray) -> float:
-    return float(run_test_pvalues([(base_medians, cand_medians)])[0])
+def run_test_pvalue(base_values: np.ndarray, cand_values: np.ndarray) -> float:
+    return float(run_test_pvalues([(base_values, cand_values)])[0])
 
 
 def run_test_pvalues(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Welch's t-test on log per-run medians, batched; NaN where a side has < 2 runs."""
+    """Welch's t-test on log run values (`run_values`), batched; NaN where a side has < 2
+    runs."""
     out = np.full(len(pairs), np.nan)
     shapes: dict[tuple[int, int], list[int]] = {}
     for i, (b, c) in enumerate(pairs):
@@ -344,7 +349,7 @@ def run_test_pvalues(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarr
     for members in shapes.values():
         lb = np.log(np.stack([pairs[i][0] for i in members]))
         lc = np.log(np.stack([pairs[i][1] for i in members]))
-        # Runs of identical medians (a record compared with itself, a timer's resolution)
+        # Runs of identical values (a record compared with itself, a timer's resolution)
         # make scipy warn about precision; the flat cases are decided just below.
         with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -358,9 +363,9 @@ def run_test_pvalues(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarr
     return out
 
 
-def noise_of(base_medians: np.ndarray, cand_medians: np.ndarray) -> float:
-    """Pooled run-to-run spread (sd of log per-run medians): the case's own noise."""
-    parts = [np.log(m) for m in (base_medians, cand_medians) if m.size >= 2]
+def noise_of(base_values: np.ndarray, cand_values: np.ndarray) -> float:
+    """Pooled run-to-run spread (sd of log run values): the case's own noise."""
+    parts = [np.log(m) for m in (base_values, cand_values) if m.size >= 2]
     if not parts:
         return 0.0
     dof = sum(p.size - 1 for p in parts)
