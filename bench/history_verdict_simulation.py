@@ -5,9 +5,9 @@ Each case has 20 stored baselines and one candidate, each a collection of `runs`
 past step) x its own between-collection offset (sd `between`: what the runs of one process
 cannot see, docs/statistics.md) x each run's offset (0.5%) x within-run noise (1% CV). The
 candidate's true level is the last baseline's level moved by `shift`. The verdict is the
-comparison's own rule (`bot.compare.stats`: Welch's test on the log run values, each run's
-trimmed mean; Benjamini-Hochberg over the scenario's cases as one comparison; a bootstrap
-interval; the noise threshold).
+comparison's own rule (`bot.compare.stats`: Welch's test and interval on the log run values,
+each run's trimmed mean; Benjamini-Hochberg over the scenario's cases as one comparison; the
+noise threshold).
 
 Per scenario it reports the share of cases the rule calls changed (regressed or improved;
 for a shift, in its direction), the share of those the annotation labels "within its
@@ -98,7 +98,7 @@ def simulate(
     values = [
         (stats.run_values(b, settings.trim), stats.run_values(c, settings.trim)) for b, c in pairs
     ]
-    lohi = np.array(stats.ratio_intervals(pairs, settings, rng))
+    lohi = np.array(stats.ratio_intervals(pairs, settings, rng, values))
     p = stats.run_test_pvalues(values)
     q = stats.bh_qvalues(p)
     noise = np.array([stats.noise_of(b, c) for b, c in values])

@@ -58,6 +58,36 @@ def simulated_runs(
     return out
 
 
+# Levels a short GEMM's buffer sets sit on (x its typical level) and their shares: e.g. one
+# bf16 GEMM at 20.9 / 23.6 / 28 us depending on the set (docs/statistics.md).
+PLACEMENT_LEVELS = (0.89, 1.0, 1.19)
+PLACEMENT_SHARES = (0.1, 0.7, 0.2)
+
+
+def placement_levels(rng: np.random.Generator, sets: int = 8) -> np.ndarray:
+    """A case's buffer-set levels: each set on a level drawn with PLACEMENT_SHARES."""
+    return np.asarray(PLACEMENT_LEVELS)[rng.choice(3, size=sets, p=PLACEMENT_SHARES)]
+
+
+def multilevel_runs(
+    rng: np.random.Generator,
+    true_ms: float,
+    levels: np.ndarray,
+    runs: int = 4,
+    run_spread: float = 0.003,
+    jitter: float = 0.002,
+) -> list[list[float]]:
+    """Runs whose samples come one from each buffer set (`levels`, in a fresh order each
+    run): every run averages the sets' spread alike, so runs agree to `run_spread` while
+    their samples spread over the levels (small `jitter` about each)."""
+    out = []
+    for _ in range(runs):
+        level = true_ms * float(np.exp(rng.normal(0.0, run_spread)))
+        noise = np.exp(rng.normal(0.0, jitter, size=levels.size))
+        out.append(list(level * rng.permutation(levels) * noise))
+    return out
+
+
 def failure(
     case: Case, message: str = "boom", exc: str = "RuntimeError", cls: str = "error"
 ) -> FailureRecord:

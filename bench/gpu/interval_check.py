@@ -1,83 +1,92 @@
-"""Verdicts of an `aa` step under two intervals: the comparison's bootstrap and a Welch t-interval.
+"""Verdicts of an `aa` step under the shipped comparison and under its former rule.
 
     python -m bench.gpu.interval_check DIR [DIR ...]
 
 DIR holds `precision_session aa`'s returned files (its records tarball), or a protocol
-session's folders A, B and C (`bench/gpu/analyse.py`'s layout and canary). The comparison's
-interval resamples runs, then samples inside each run; the collector stops a case on a 95%
-t-interval on its log per-run trimmed means. Where a run's samples come from 8 buffer sets
-whose levels differ, the bootstrap's second level resamples that spread though every run
-averages it alike, and its interval widens. This prints, per DIR, A vs B (flags) and C vs A
-(canary found, false flags) with each interval, the verdict rule and q-values unchanged;
-docs/benchmarks.md, the run of 2026-12-02 (fourth lease). Runs on a CPU.
+session's folders A, B and C (`bench/gpu/analyse.py`'s layout and canary). The shipped
+comparison takes each run's trimmed mean as its value (the quantity the collector's stopping
+rule reads) and, where both sides have two runs or more, a Welch t-interval on the mean log
+run values. Its former rule took each run's median, and a two-level bootstrap (resample runs,
+then samples inside each run) as its interval. Where a run's samples come from 8 buffer sets
+whose levels differ, a median jumps between levels where a mean averages them, and the
+bootstrap's second level resamples a spread that every run averages alike, so its interval
+widens. The former rule is the comparison itself with those two pieces swapped back in
+(`rule`); two more rules swap in one each (`RULES`). This prints, per DIR, A vs B (flags, and
+cases significant after Benjamini-Hochberg) and C vs A (canary found, false flags) under
+each rule; docs/statistics.md, "The estimate and its interval". Runs on a CPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
-from scipy import stats as sps
 
 from bench.gpu.analyse import case_rows
 from bench.gpu.precision_session import load_step
 from bench.gpu.protocol_session import CANARY
+from bot.compare import stats
 from bot.compare.comparison import Baseline, compare_runs
-from bot.compare.stats import Settings, verdicts
-from collector.aggregate import trimmed_mean
 from collector.caseplan import Case, CaseSelector
 from collector.record import RunRecord, read_record
 
 FLAGS = ("regressed", "improved")
 
 
-def log_run_means(record: RunRecord) -> dict[str, np.ndarray]:
-    """Each case's log per-run trimmed means (what the collector's stopping rule reads)."""
-    runs: dict[str, dict[int, list[float]]] = {}
-    for table in record.samples.values():
-        for row in table.to_pylist():
-            runs.setdefault(row["case_key"], {}).setdefault(row["run"], []).append(row["ms"])
-    return {
-        key: np.log([trimmed_mean(np.asarray(v)) for _, v in sorted(by_run.items())])
-        for key, by_run in runs.items()
-    }
+def run_medians(runs: Sequence[np.ndarray], trim: float = 0.0) -> np.ndarray:
+    """The former run value: each run's median (`trim` is not used)."""
+    return np.array([stats.median(r) for r in runs], dtype=float)
 
 
-def welch_interval(base: np.ndarray, cand: np.ndarray, confidence: float) -> tuple[float, float]:
-    """cand / base: a Welch t-interval on the difference of mean log run means."""
-    vb, vc = base.var(ddof=1) / base.size, cand.var(ddof=1) / cand.size
-    se = float(np.sqrt(vb + vc))
-    if se == 0:
-        diff = float(cand.mean() - base.mean())
-        return float(np.exp(diff)), float(np.exp(diff))
-    dof = (vb + vc) ** 2 / (vb**2 / (base.size - 1) + vc**2 / (cand.size - 1))
-    t = float(sps.t.ppf(0.5 + confidence / 2, dof))
-    diff = float(cand.mean() - base.mean())
-    return float(np.exp(diff - t * se)), float(np.exp(diff + t * se))
+def bootstrap_only(
+    pairs: Sequence[stats.RunPair],
+    settings: stats.Settings,
+    rng: np.random.Generator,
+    values: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
+) -> list[tuple[float, float]]:
+    """The former interval: the two-level bootstrap for every case."""
+    return stats.bootstrap_intervals(pairs, settings, rng)
 
 
-def both_verdicts(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
-    """Each case's verdict under both intervals, and the comparison's rows."""
-    settings = Settings()
-    comparison = compare_runs(base, cand, settings, Baseline(kind="explicit-run"))
-    table = comparison.cases
-    logs_b, logs_c = log_run_means(base), log_run_means(cand)
-    bounds = [welch_interval(logs_b[k], logs_c[k], settings.confidence) for k in table["key"]]
-    welch = verdicts(
-        np.asarray(table["ratio"], dtype=float),
-        np.array([lo for lo, _ in bounds]),
-        np.array([hi for _, hi in bounds]),
-        np.asarray(table["q"], dtype=float),
-        np.asarray(table["threshold"], dtype=float),
-        settings.alpha,
-        settings.min_effect,
-    )
-    bootstrap = np.asarray(table["verdict"], dtype=object)
-    return {"rows": case_rows(comparison), "bootstrap": bootstrap, "welch": welch}
+# Each rule is the comparison with these pieces swapped in; the middle two change one each.
+RULES: dict[str, dict[str, Callable[..., Any]]] = {
+    "former": {"run_values": run_medians, "ratio_intervals": bootstrap_only},
+    "trimmed_mean_bootstrap": {"ratio_intervals": bootstrap_only},
+    "median_welch": {"run_values": run_medians},
+    "shipped": {},
+}
+
+
+@contextmanager
+def rule(name: str) -> Iterator[None]:
+    """Inside, the comparison runs rule `name` (RULES): "former" takes per-run medians (test,
+    noise, drift, calibrated pairs) and the two-level bootstrap interval; all else is the
+    shipped code."""
+    with ExitStack() as stack:
+        for attr, replacement in RULES[name].items():
+            stack.enter_context(mock.patch.object(stats, attr, replacement))
+        yield
+
+
+def rule_verdicts(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
+    """Each case's verdict and q-value under every rule, and the shipped comparison's rows."""
+    settings = stats.Settings()
+    out: dict[str, Any] = {}
+    for name in RULES:
+        with rule(name):
+            comparison = compare_runs(base, cand, settings, Baseline(kind="explicit-run"))
+        rows = case_rows(comparison)
+        assert [r["key"] for r in rows] == [r["key"] for r in out.get("rows", rows)]
+        out["rows"] = rows
+        out[name] = np.asarray(comparison.cases["verdict"], dtype=object)
+        out[f"{name}_q"] = np.asarray(comparison.cases["q"], dtype=float)
+    return out
 
 
 Slowed = Callable[[dict[str, Any]], bool]
@@ -102,10 +111,13 @@ def session_records(directory: Path) -> tuple[dict[str, RunRecord], Slowed]:
 def summary(directory: Path) -> dict[str, Any]:
     records, is_slowed = session_records(directory)
     out: dict[str, Any] = {"dir": str(directory)}
-    aa = both_verdicts(records["A"], records["B"])
-    out["aa_flagged"] = {m: int(np.isin(aa[m], FLAGS).sum()) for m in ("bootstrap", "welch")}
+    aa = rule_verdicts(records["A"], records["B"])
+    out["aa_flagged"] = {m: int(np.isin(aa[m], FLAGS).sum()) for m in RULES}
+    alpha = stats.Settings().alpha
+    with np.errstate(invalid="ignore"):
+        out["aa_significant"] = {m: int((aa[f"{m}_q"] < alpha).sum()) for m in RULES}
     if "C" in records:
-        found = both_verdicts(records["A"], records["C"])
+        found = rule_verdicts(records["A"], records["C"])
         slowed = np.array([is_slowed(row) for row in found["rows"]], dtype=bool)
         out["canary"] = {
             m: {
@@ -113,7 +125,7 @@ def summary(directory: Path) -> dict[str, Any]:
                 "slowed": int(slowed.sum()),
                 "false": int(np.isin(found[m][~slowed], FLAGS).sum()),
             }
-            for m in ("bootstrap", "welch")
+            for m in RULES
         }
     return out
 

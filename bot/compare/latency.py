@@ -169,8 +169,9 @@ def _run_stats(
 ) -> dict[str, np.ndarray]:
     """Ratio, interval, p-value and noise threshold of each (base runs, cand runs) pair.
 
-    The ratio is pooled estimate over pooled estimate; the test and the noise are on the
-    runs' values, each run's trimmed mean (`stats.run_values`)."""
+    The ratio is pooled estimate over pooled estimate; the test, the noise and (both sides
+    with two runs or more) the interval are on the runs' values, each run's trimmed mean
+    (`stats.run_values`)."""
     n = len(pairs)
     out = {
         name: np.full(n, np.nan)
@@ -188,7 +189,7 @@ def _run_stats(
         out["threshold"][i] = stats.threshold_for(noise, settings)
         out["base_runs"][i] = bm.size
         out["cand_runs"][i] = cm.size
-    intervals = np.array(stats.ratio_intervals(pairs, settings, rng), dtype=float)
+    intervals = np.array(stats.ratio_intervals(pairs, settings, rng, values), dtype=float)
     out["lo"], out["hi"] = intervals[:, 0], intervals[:, 1]
     out["p"] = stats.run_test_pvalues(values)
     return out

@@ -1,10 +1,11 @@
 """Statistics for latency comparisons, vectorised so that large comparisons stay fast.
 
-Runs are the unit of the test and of the noise, since samples inside one run need not be
-independent; a run's value is the trimmed mean of its samples (`run_values`, the quantity
-the collector's stopping rule reads). The estimate is the 10% trimmed mean of all samples
-pooled over runs, with an interval from a two-level bootstrap (resample runs, then samples in
-each run). Why this shape, and the H200 A/As that chose it: docs/statistics.md.
+Runs are the unit of the test, of the noise and of the interval, since samples inside one
+run need not be independent; a run's value is the trimmed mean of its samples (`run_values`,
+the quantity the collector's stopping rule reads). The estimate is the 10% trimmed mean of
+all samples pooled over runs. Its interval is a Welch t-interval on the mean log run values
+where both sides have two runs or more, else a two-level bootstrap (resample runs, then
+samples in each run). Why this shape, and the H200 A/As that chose it: docs/statistics.md.
 
 The verdict rule (`verdicts`) asks three things of a regression: the run-level test is
 significant after Benjamini-Hochberg control across cases, the interval excludes every change
@@ -106,7 +107,11 @@ class Settings:
         help="Widest band a case may be called unchanged in (a noisier one is inconclusive).",
     )
     bootstrap: int = setting(
-        2000, min=100, unit="replicates", help="Bootstrap replicates per case."
+        2000,
+        min=100,
+        unit="replicates",
+        help="Bootstrap replicates for a case's interval when a side has a single run, and "
+        "for a group's geometric mean.",
     )
     # A side whose run values trend with run order (bot/compare/drift.py).
     drift_alpha: float = setting(
@@ -189,7 +194,7 @@ def pooled_estimate(runs: Sequence[np.ndarray], trim: float = LATENCY_TRIM) -> f
 
 # Cases x replicates x samples held at once by the bootstrap: about 32 MB per int32 array.
 CHUNK_VALUES = 8_000_000
-# Cases per shape batch in `ratio_intervals`: one draw of indices serves a whole batch.
+# Cases per shape batch in `bootstrap_intervals`: one draw of indices serves a whole batch.
 BATCH = 256
 
 
@@ -300,9 +305,63 @@ def ratio_interval(
 
 
 def ratio_intervals(
+    pairs: Sequence[RunPair],
+    settings: Settings,
+    rng: np.random.Generator,
+    values: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
+) -> list[tuple[float, float]]:
+    """Intervals of cand/base for many cases: Welch's t-interval on the log run values where
+    both sides have two runs or more (`welch_intervals`), else the two-level bootstrap of the
+    pooled estimate (`bootstrap_intervals`). `values`, when given, are the pairs' run values
+    (`run_values` with `settings.trim`), aligned with `pairs`."""
+    if values is None:
+        values = [(run_values(b, settings.trim), run_values(c, settings.trim)) for b, c in pairs]
+    bounds = welch_intervals(values, settings.confidence)
+    out = [(float(lo), float(hi)) for lo, hi in bounds]
+    single = [i for i, (b, c) in enumerate(pairs) if len(b) < 2 or len(c) < 2]
+    if single:
+        boot = bootstrap_intervals([pairs[i] for i in single], settings, rng)
+        for i, interval in zip(single, boot, strict=True):
+            out[i] = interval
+    return out
+
+
+def welch_intervals(
+    pairs: Sequence[tuple[np.ndarray, np.ndarray]], confidence: float
+) -> np.ndarray:
+    """cand/base from Welch's t-interval on the difference of the mean log run values, batched
+    by run counts: (cases, 2), NaN where a side has < 2 runs. Runs that agree exactly on both
+    sides give the ratio of their values at both ends."""
+    out = np.full((len(pairs), 2), np.nan)
+    shapes: dict[tuple[int, int], list[int]] = {}
+    for i, (b, c) in enumerate(pairs):
+        if b.size >= 2 and c.size >= 2:
+            shapes.setdefault((b.size, c.size), []).append(i)
+    if not shapes:
+        return out
+    from scipy import stats as sps
+
+    for (nb, nc), members in shapes.items():
+        lb = np.log(np.stack([pairs[i][0] for i in members]))
+        lc = np.log(np.stack([pairs[i][1] for i in members]))
+        diff = lc.mean(axis=1) - lb.mean(axis=1)
+        vb, vc = lb.var(axis=1, ddof=1) / nb, lc.var(axis=1, ddof=1) / nc
+        se = np.sqrt(vb + vc)
+        spread = se > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dof = (vb + vc) ** 2 / (vb**2 / (nb - 1) + vc**2 / (nc - 1))
+        t = sps.t.ppf(0.5 + confidence / 2.0, np.where(spread, dof, 1.0))
+        half = np.where(spread, t * se, 0.0)
+        out[members, 0] = np.exp(diff - half)
+        out[members, 1] = np.exp(diff + half)
+    return out
+
+
+def bootstrap_intervals(
     pairs: Sequence[RunPair], settings: Settings, rng: np.random.Generator
 ) -> list[tuple[float, float]]:
-    """Bootstrap intervals of cand/base for many cases, batched by run count and width."""
+    """Two-level bootstrap intervals of the pooled estimate's cand/base (`bootstrap_batch`),
+    batched by run count and width: what a case gets when a side has a single run."""
     tail = (1.0 - settings.confidence) / 2.0 * 100.0
     out: list[tuple[float, float]] = [(float("nan"), float("nan"))] * len(pairs)
     shapes: dict[tuple[int, int, int, int], list[int]] = {}

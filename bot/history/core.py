@@ -1,9 +1,10 @@
 """Each case's trend across a series of stored runs, as arrays of cases x runs.
 
 A point is one stored run's estimate of one case: the 10% trimmed mean of its samples pooled
-over the record's runs (the collector's `latency` and the comparison's estimate), with the
-comparison's two-level bootstrap interval (`bot.compare.stats.bootstrap_batch`). Cases whose
-records hold no samples (imported tables) get the record's latency and no interval.
+over the record's runs (the collector's `latency` and the comparison's estimate), with a
+two-level bootstrap interval (`bot.compare.stats.bootstrap_batch`; the comparison's interval
+where a side has a single run). Cases whose records hold no samples (imported tables) get
+the record's latency and no interval.
 """
 
 from __future__ import annotations
