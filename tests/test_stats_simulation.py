@@ -88,8 +88,8 @@ def test_many_true_changes_do_not_drag_unchanged_cases_along(tmp_path: Path) -> 
 
 
 def test_outlier_runs_raise_no_false_alarms(tmp_path: Path) -> None:
-    """One run in ten lands 4% slow (a neighbour, a clock dip): medians and the run-level
-    test absorb it instead of calling a regression."""
+    """One run in ten lands 4% slow (a neighbour, a clock dip): the run-level test and the
+    noise threshold, on the runs' values, absorb it instead of calling a regression."""
 
     def runs(rng: np.random.Generator, ms: float) -> list[list[float]]:
         out = simulated_runs(rng, ms, runs=6, samples=8, run_spread=0.005, within_cv=0.01)
