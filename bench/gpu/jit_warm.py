@@ -11,7 +11,10 @@ spent about 4.4 s on each of 65 new block-FP8 shapes, one after another, inside 
 runs. Here `--jobs` spawned processes prepare and call each case once, so the compiles run
 side by side on the host's cores and the collection that follows finds them cached. The
 JSON says how long it took and which cases failed (a case that fails here fails in the
-collection too, where it is recorded).
+collection too, where it is recorded). On 2026-12-02 (docs/benchmarks.md) the 70 block-FP8
+shapes of a fresh draw took 162 s with 12 jobs, most of it one shared module build; the
+collection's first worker still spent 100 s on its first FlashInfer case, so the processes
+here now start with the workers' allow-listed environment, as the workers do.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ def _warm(params: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     from collector.caseplan import build_plan
+    from collector.environment import environment_for_children, measured_code_environment
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=Path, required=True)
@@ -74,9 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c.params for c in plan.cases if c.params["gemm_dtype"] in wanted]
     began = time.perf_counter()
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        args.jobs, mp_context=context, initializer=_start, initargs=(args.backend, args.device)
-    ) as pool:
+    # The workers' own environment: a JIT cache entry is keyed by its build's environment,
+    # and one compiled under another would be compiled again by the collection.
+    with (
+        environment_for_children(measured_code_environment()),
+        ProcessPoolExecutor(
+            args.jobs, mp_context=context, initializer=_start, initargs=(args.backend, args.device)
+        ) as pool,
+    ):
         rows = list(pool.map(_warm, cases))
     wall = time.perf_counter() - began
     summary = {
