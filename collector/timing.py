@@ -114,8 +114,10 @@ class Protocol:
         help="Redo a run this many times at most when half or more of its samples "
         "stayed throttled after retakes (its median would be a throttled sample).",
     )
+    # 0.5 s: redos of kernels from 1 ms were most of their cost at 2 s, and an H200 A/A of
+    # 210 shapes at 0.5 s stayed within p99 0.88% (docs/benchmarks.md, 2026-12-02e).
     cooldown_s: float = setting(
-        2.0, min=0.0, unit="s", help="Cool-down before a throttled run is redone."
+        0.5, min=0.0, unit="s", help="Cool-down before a throttled run is redone."
     )
     # Short kernels' speed follows where their buffers land: several sets per run, each
     # behind a random spacer, so that runs in one process do not reuse one layout.
@@ -166,18 +168,18 @@ class Protocol:
         "devices only), so that a case's runs do not share one process's memory state.",
     )
     # The next round's processes import their backend while this round measures, so that a
-    # recycle only waits for their CUDA contexts. Off until measured not to perturb on a GPU.
+    # recycle only waits for their CUDA contexts. Two H200 A/As with it measured alike.
     prestart_workers: str = setting(
-        "never",
+        "gpu",
         choices=FRESH_WORKERS,
         help="Start the next round's fresh worker processes while the current round "
         "measures ('gpu': on CUDA devices only); they import their backend and wait, and "
         "make their CUDA context only once the current round's processes have exited.",
     )
     # A spawned worker imports its backend (vLLM: about 20 s on the H200); a forked one
-    # starts from a server that imported it once. Spawn until a GPU run shows no difference.
+    # starts from a server that imported it once. An H200 A/A of the two measured alike.
     worker_start: str = setting(
-        "spawn",
+        "forkserver",
         choices=WORKER_STARTS,
         help="How worker processes start: 'spawn' (each imports its backend) or "
         "'forkserver' (forked from one server process that imported the backend once and "

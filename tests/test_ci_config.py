@@ -69,7 +69,7 @@ def test_the_config_file_changes_the_verdict(pair: tuple[Path, Path], tmp_path: 
     assert f"Settings from `{config}`: minimum effect 5%, FDR 5%" in body
     assert "float32: minimum effect 1%" in body
     result = runner.invoke(app, ["render", str(tmp_path / "default"), "--out", str(out)])
-    assert "Settings (defaults): minimum effect 1%, FDR 5%" in out.read_text()
+    assert "Settings (defaults): minimum effect 0.75%, FDR 5%" in out.read_text()
 
 
 @pytest.mark.parametrize(

@@ -311,16 +311,18 @@ def test_samples_table_with_a_wrong_type_is_one_line(
 
 
 @pytest.mark.slow
-def test_sigterm_while_the_workers_start_ends_promptly_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("worker_start", ["spawn", "forkserver"])
+def test_sigterm_while_the_workers_start_ends_promptly_in_one_line(
+    tmp_path: Path, worker_start: str
+) -> None:
     """A job cancelled in the first seconds: the workers (which ignore SIGTERM, it is the
-    coordinator's to handle) are still importing the framework. The collector must not wait
-    for them forever, and must say what happened in one line."""
-    from tests.test_secrets_env import _children
-
+    coordinator's to handle) are still importing the framework, or forked from the server
+    that does. The collector must not wait for them forever, and must say what happened in
+    one line; no worker and no server is left behind."""
     out = tmp_path / "run"
     cmd = [
         sys.executable, "-m", "bot", "collect", "--out", str(out), "--smoke", "--workers", "2",
-        "--quiet",
+        "--quiet", "--worker-start", worker_start,
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -328,7 +330,7 @@ def test_sigterm_while_the_workers_start_ends_promptly_in_one_line(tmp_path: Pat
     # Wait until a worker ignores SIGTERM (it has entered worker_main and is importing the
     # framework): from then on only the coordinator can end it.
     while time.monotonic() < deadline and not any(_ignores_sigterm(p) for p in workers):
-        workers = [p for p in _children(proc.pid) if b"spawn_main" in _cmdline(p)]
+        workers = [p for p in _descendants(proc.pid) if _is_worker(_cmdline(p))]
         time.sleep(0.005)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
@@ -351,6 +353,23 @@ def _ignores_sigterm(pid: int) -> bool:
         return False
     ignored = next(line for line in status.splitlines() if line.startswith("SigIgn:"))
     return bool(int(ignored.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+
+
+def _descendants(pid: int) -> list[int]:
+    """Children, and theirs: forked workers are the forkserver's children."""
+    from tests.test_secrets_env import _children
+
+    out, todo = [], [pid]
+    while todo:
+        kids = _children(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def _is_worker(cmdline: bytes) -> bool:
+    """A spawned worker, or the forkserver and the workers forked from it."""
+    return b"spawn_main" in cmdline or b"multiprocessing.forkserver" in cmdline
 
 
 def _cmdline(pid: int) -> bytes:

@@ -186,14 +186,15 @@ def test_the_collectors_own_settings_still_reach_the_workers() -> None:
 
 @pytest.mark.slow
 def test_workflow_commands_printed_by_measured_code_are_fenced_off(tmp_path: Path) -> None:
-    """In an Actions job, a worker (PR code) prints workflow commands; the runner must not act
-    on them: all of them fall between `::stop-commands::<token>` and `::<token>::`, and the
+    """In an Actions job, a worker (PR code; or the forkserver that imports it, which forked
+    workers come from) prints workflow commands; the runner must not act on them: all of them fall between `::stop-commands::<token>` and `::<token>::`, and the
     token is fresh each time (the measured code cannot guess it)."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
         "import pathlib\n"
-        "if b'spawn_main' in pathlib.Path('/proc/self/cmdline').read_bytes():\n"
+        "cmd = pathlib.Path('/proc/self/cmdline').read_bytes()\n"
+        "if b'spawn_main' in cmd or b'multiprocessing.forkserver' in cmd:\n"
         "    print('::set-output name=trigger::true', flush=True)\n"
         "    print('::error title=pwned::from the measured code', flush=True)\n"
         "    import sys; print('::add-mask::x', file=sys.stderr, flush=True)\n"

@@ -59,11 +59,8 @@ FIXED_RUNS = 10
 FIXED_SAMPLE_SEED = 2212
 # Each step's collections.
 STEPS = {"aa": ("A", "B", "C"), "fixed": ("F",)}
-# The protocol measured beside the shipped defaults: workers forked from a preloaded server
-# and started while the previous round measures (issue 22: worker starts counted in the
-# cost), a throttled run redone after 0.5 s instead of 2. A, C and F take it; B starts its
-# workers the other way (--worker-start), so the A/A also tests forked against spawned.
-CANDIDATE = {"worker_start": "forkserver", "prestart_workers": "gpu", "cooldown_s": 0.5}
+# A, C and F take the shipped protocol; B starts its workers the other way (--worker-start
+# names A's), so the A/A also tests forked workers against spawned ones.
 OTHER_START = {"spawn": "forkserver", "forkserver": "spawn"}
 CANARY_JSON, SEGMENTS_JSON = "canary.json", "segments.json"
 # Issue 22's floors (the A/A's on 200 shapes or more).
@@ -141,11 +138,11 @@ def draw(
 
 # --- the GPU steps --------------------------------------------------------------------------
 def protocol_for(args: argparse.Namespace, name: str) -> Protocol:
-    """The candidate protocol (CANDIDATE, --worker-start), B's workers started the other
-    way; F: the fixed protocol. The CPU tests recycle (and prestart) workers on the CPU as
-    'gpu' does on CUDA."""
+    """The shipped protocol with --worker-start, B's workers started the other way; F: the
+    fixed protocol. The CPU tests recycle (and prestart) workers on the CPU as 'gpu' does on
+    CUDA."""
     base = fs.TEST_PROTOCOL if args.test_protocol else Protocol()
-    base = replace(base, **{**CANDIDATE, "worker_start": args.worker_start})
+    base = replace(base, worker_start=args.worker_start)
     if args.test_protocol:
         base = replace(base, fresh_workers="always", prestart_workers="always")
     if name == "B":
@@ -735,7 +732,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--resume-from", type=Path, default=None)
         # Every collection of the step; the shipped default unless asked (collector/timing.py).
         # A's, C's and F's worker start; B's is the other (OTHER_START).
-        s.add_argument("--worker-start", choices=WORKER_STARTS, default=CANDIDATE["worker_start"])
+        s.add_argument("--worker-start", choices=WORKER_STARTS, default=Protocol().worker_start)
         if step == "fixed":
             s.add_argument("--runs", type=int, default=FIXED_RUNS)
             s.add_argument(
