@@ -177,16 +177,14 @@ def fixed_sample(args: argparse.Namespace) -> CaseSelector:
     rng = np.random.default_rng(FIXED_SAMPLE_SEED)
     by_dtype: dict[str, list[dict[str, Any]]] = {}
     for case in cases:
-        by_dtype.setdefault(str(case.params["gemm_dtype"]), []).append(case.params)
+        row = {**case.params, "case_key": case.key}
+        by_dtype.setdefault(str(case.params["gemm_dtype"]), []).append(row)
     picked: list[dict[str, Any]] = []
     for i, rows in enumerate(by_dtype.values()):
         share = args.sample // len(by_dtype) + (i < args.sample % len(by_dtype))
         take = rng.choice(len(rows), size=min(share, len(rows)), replace=False)
         picked += [rows[j] for j in sorted(take)]
-    text = ";".join(
-        f"gemm_dtype={r['gemm_dtype']},m={r['m']},n={r['n']},k={r['k']}" for r in picked
-    )
-    return CaseSelector.parse(text)
+    return fs.shape_selector(picked)[0]
 
 
 def prepare_work(args: argparse.Namespace, step: str) -> Path:

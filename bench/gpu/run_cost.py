@@ -8,8 +8,9 @@ take 0.005 s (bench/gpu/process_init.py). This process warms each case below onc
 times `RUNS` runs of it under each variant of the shipped protocol: the run's wall time,
 its median sample and the calls per sample. The shipped variant's runs are profiled
 (cProfile, by own time) to name what the rest is. Variants change one thing each:
-samples half as long, one warm-up call instead of three, no allocator cache flush before
-each graph capture (torch's `graph` context flushes it), and no NVML reads per sample.
+samples half as long, one warm-up call instead of three, no allocator cache flush (torch's
+`graph` context flushes before each of a run's 8 captures, and the run once at its start),
+and no NVML reads per sample.
 `--out` gets `run-cost.json` and `profile.txt`. Run it where the JIT caches are warm.
 """
 
@@ -46,7 +47,8 @@ RUNS = 4
 
 @contextlib.contextmanager
 def no_cache_flush(torch: Any) -> Iterator[None]:
-    """torch.cuda.graph's capture without its allocator cache flushes."""
+    """No allocator cache flush while it holds: neither the run's own at its start nor the
+    one torch.cuda.graph makes before each capture."""
     saved = torch.cuda.empty_cache, getattr(torch._C, "_host_emptyCache", None)
     torch.cuda.empty_cache = lambda: None
     torch._C._host_emptyCache = lambda: None
