@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from bench import reference_data
@@ -107,13 +108,15 @@ def compare_rows(
 
 @dataclass
 class OffsetFit:
-    """What the table adds to our latency, fitted on a GEMM's activation size: table - ours
-    (us) = slope x m*k (millions of elements) + intercept. A per-element slope that explains
-    the gap (high r2) is a pass over the activations the table times and we do not; a
-    constant with no slope is a fixed per-call cost."""
+    """What the table adds to our latency, fitted on a GEMM's tokens and activation size:
+    table - ours (us) = per_k_tokens_us x m / 1000 + slope_us_per_m x m*k (millions of
+    elements) + intercept. Both slopes together are the signature of a per-token pass over
+    the activations that the table times and we do not (a per-row cost and a per-element
+    one: a per-token quantiser); a constant with no slope is a fixed per-call cost."""
 
     dtype: str
     matched: int
+    per_k_tokens_us: float
     slope_us_per_m: float
     intercept_us: float
     r2: float
@@ -122,28 +125,31 @@ class OffsetFit:
 def offset_fit(
     rows: Iterable[Mapping[str, Any]], reference: Iterable[Mapping[str, Any]]
 ) -> list[OffsetFit]:
-    """Per GEMM dtype family, the least-squares line of (table - ours) against m*k."""
-    from scipy import stats
-
+    """Per GEMM dtype family, the least-squares plane of (table - ours) on m and m*k (a
+    line on m*k where the draw's m and m*k are not independent)."""
     spec = get_op("gemm")
     ref = {case_key("gemm", r): r for r in reference}
-    points: dict[str, list[tuple[float, float]]] = {}
+    points: dict[str, list[tuple[float, float, float]]] = {}
     for row in rows:
         match = ref.get(case_key("gemm", row))
         if match is not None:
             gap_us = (float(match["latency"]) - float(row["latency"])) * 1e3
-            points.setdefault(spec.dtype_of(row), []).append((row["m"] * row["k"] / 1e6, gap_us))
+            point = (row["m"] / 1e3, row["m"] * row["k"] / 1e6, gap_us)
+            points.setdefault(spec.dtype_of(row), []).append(point)
     fits = []
     for dtype in sorted(points):
-        xs, ys = zip(*points[dtype], strict=True)
-        if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:  # no line to fit
+        tokens, elements, gaps = np.asarray(points[dtype], dtype=float).T
+        if gaps.size < 4 or np.ptp(elements) == 0 or np.ptp(gaps) == 0:  # nothing to fit
             continue
-        line = stats.linregress(xs, ys)
-        fits.append(
-            OffsetFit(
-                dtype, len(xs), float(line.slope), float(line.intercept), float(line.rvalue**2)
-            )
-        )
+        ones = np.ones_like(gaps)
+        design = np.column_stack([tokens, elements, ones])
+        if np.linalg.matrix_rank(design) < 3:
+            design = np.column_stack([np.zeros_like(gaps), elements, ones])
+        coef = np.linalg.lstsq(design, gaps, rcond=None)[0]
+        residual = gaps - design @ coef
+        r2 = 1.0 - float(residual @ residual) / float(((gaps - gaps.mean()) ** 2).sum())
+        per_token, per_element, intercept = (float(c) for c in coef)
+        fits.append(OffsetFit(dtype, int(gaps.size), per_token, per_element, intercept, r2))
     return fits
 
 

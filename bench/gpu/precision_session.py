@@ -693,14 +693,15 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {dtype} | " + " | ".join(cells) + f" | {g['median_ratio']:.3f} |")
     lines += [
         "",
-        "| dtype | table - ours (us), fitted on m x k | r2 | cases |",
+        "| dtype | table - ours (us), fitted on m and m x k | r2 | cases |",
         "| --- | --- | --- | --- |",
     ]
     for dtype in DTYPES:
         g = report["realism"].get(dtype)
         if g is not None and (fit := g.get("offset")) is not None:
             lines.append(
-                f"| {dtype} | {fit['slope_us_per_m']:.2f} us per million activation elements "
+                f"| {dtype} | {fit['per_k_tokens_us']:.2f} us per 1000 tokens "
+                f"{fit['slope_us_per_m']:+.2f} us per million activation elements "
                 f"{fit['intercept_us']:+.1f} us | {fit['r2']:.2f} | {fit['matched']} |"
             )
     return "\n".join(lines) + "\n"
