@@ -3,19 +3,21 @@
 Four steps; `draw` and `analyse` run on a CPU machine, `aa` and `fixed` on the GPU machine
 (vLLM 0.24.0 from the offline bundle: docs/benchmarks.md says how):
 
-    python -m bench.gpu.precision_session draw [--seed 22 --count 210]
+    python -m bench.gpu.precision_session draw [--seed 22 --count 210] [--exclude FILE]
         draws GEMM shapes (bf16, fp8, fp8_block: a third each) at random from the vLLM
-        0.24.0 H200 reference table, outside the project's case files, the panel and
-        bench/gpu/fleet_cases.yaml, into bench/gpu/precision_cases.yaml (committed)
+        0.24.0 H200 reference table, outside the project's case files, the panel,
+        bench/gpu/fleet_cases.yaml and any --exclude file, into
+        bench/gpu/precision_cases.yaml (committed)
     PYTHONUNBUFFERED=1 python3 -m bench.gpu.precision_session aa --out $OUT
-        collections A (--prestart-workers never) and B (gpu), the shipped defaults otherwise
-        (--worker-start forkserver: every collection's workers forked from a preloaded server),
-        and C, a +2% canary on the cases A's first round measured at 20 us or more (C times
-        every case), interleaved by rounds, backend vllm;
+        collections A and C with the shipped protocol (--worker-start names how their
+        workers start), B with its workers started the other way (OTHER_START), C a +2%
+        canary on the cases A's first round measured at 20 us or more (C times every case),
+        interleaved by rounds, backend vllm;
         $OUT/precision-aa-records.tar.gz and $OUT/precision-aa-summary.json
-    PYTHONUNBUFFERED=1 python3 -m bench.gpu.precision_session fixed --out $OUT
-        collection F: the fixed protocol (10 runs, no adaptive stopping) on the same cases;
-        $OUT/precision-fixed-records.tar.gz and $OUT/precision-fixed-summary.json
+    PYTHONUNBUFFERED=1 python3 -m bench.gpu.precision_session fixed --out $OUT [--sample N]
+        collection F: the fixed protocol (10 runs, no adaptive stopping) on the same cases,
+        or a seeded N of them; $OUT/precision-fixed-records.tar.gz and
+        $OUT/precision-fixed-summary.json
     python -m bench.gpu.precision_session analyse DIR [--markdown FILE]
         the acceptance figures from the returned files (JSON; the table for the docs)
 
