@@ -114,7 +114,7 @@ class Protocol:
         help="Redo a run this many times at most when half or more of its samples "
         "stayed throttled after retakes (its median would be a throttled sample).",
     )
-    # 0.5 s: redos of kernels from 1 ms were most of their cost at 2 s, and an H200 A/A of
+    # 0.5 s: at 2 s, redo cool-downs were half the device time of kernels from 1 ms; an A/A of
     # 210 shapes at 0.5 s stayed within p99 0.88% (docs/benchmarks.md, 2026-12-02e).
     cooldown_s: float = setting(
         0.5, min=0.0, unit="s", help="Cool-down before a throttled run is redone."
