@@ -165,13 +165,16 @@ def _values(runs: Runs, settings: stats.Settings) -> np.ndarray:
 
 
 def _run_stats(
-    pairs: list[tuple[Runs, Runs]], settings: stats.Settings, rng: np.random.Generator
+    pairs: list[tuple[Runs, Runs]],
+    settings: stats.Settings,
+    rng: np.random.Generator,
+    values: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> dict[str, np.ndarray]:
     """Ratio, interval, p-value and noise threshold of each (base runs, cand runs) pair.
 
     The ratio is pooled estimate over pooled estimate; the test, the noise and (both sides
     with two runs or more) the interval are on the runs' values, each run's trimmed mean
-    (`stats.run_values`)."""
+    (`stats.run_values`; `values` when the caller has them already)."""
     n = len(pairs)
     out = {
         name: np.full(n, np.nan)
@@ -179,7 +182,8 @@ def _run_stats(
     }
     if not n:
         return out
-    values = [(_values(b, settings), _values(c, settings)) for b, c in pairs]
+    if values is None:
+        values = [(_values(b, settings), _values(c, settings)) for b, c in pairs]
     for i, ((b, c), (bm, cm)) in enumerate(zip(pairs, values, strict=True)):
         noise = stats.noise_of(bm, cm)
         out["ratio"][i] = stats.pooled_estimate(c, settings.trim) / stats.pooled_estimate(
@@ -273,7 +277,14 @@ def build_case_table(
     cols["base_runs"] = np.zeros(n, dtype=np.int64)
     cols["cand_runs"] = np.zeros(n, dtype=np.int64)
     _count_outliers(cols, sampled)
-    first = _run_stats(list(zip(sampled.base, sampled.cand, strict=True)), settings, rng)
+    base_values = [_values(b, settings) for b in sampled.base]
+    cand_values = [_values(c, settings) for c in sampled.cand]
+    first = _run_stats(
+        list(zip(sampled.base, sampled.cand, strict=True)),
+        settings,
+        rng,
+        list(zip(base_values, cand_values, strict=True)),
+    )
     idx = np.asarray(sampled.index, dtype=np.int64)
     for name in ("ratio", "lo", "hi", "p", "noise", "threshold"):
         cols[name][idx] = first[name]
@@ -281,8 +292,6 @@ def build_case_table(
         cols[name][idx] = first[name].astype(np.int64)
     # Sides measured on different GPUs: corrected by the panels' offset, or not judged.
     cols["gpu_match"], fits = cross_gpu.pair_fits(base, cand, cols["base_gpu"], cols["cand_gpu"])
-    base_values = [_values(b, settings) for b in sampled.base]
-    cand_values = [_values(c, settings) for c in sampled.cand]
     calibrated = {
         int(i): (b, c)
         for i, b, c in zip(sampled.index, base_values, cand_values, strict=True)
