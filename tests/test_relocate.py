@@ -80,6 +80,16 @@ for dtype in ("bfloat16", "fp8", "fp8_block"):
     out[dtype] = {"params": sorted(before),
                   "all_moved": all(now[n].data_ptr() != before[n][0] for n in before),
                   "equal": all(torch.equal(now[n].data, before[n][1]) for n in before)}
+checks, equal = [], torch.equal
+torch.equal = lambda a, b: checks.append(1) or equal(a, b)
+first = gemm.prepare_gemm(rt, {"m": 16, "n": 256, "k": 256, "gemm_dtype": "bfloat16"}, 0)
+moved = [first.relocate()]
+after_first = len(checks)
+for _ in range(3):
+    moved.append(moved[-1].relocate())
+torch.equal = equal
+out["checks"] = {"copies": first.copies, "first": after_first, "all": len(checks),
+                 "distinct": len({id(t) for m in moved for t in m.holds})}
 print(json.dumps(out))
 """
 
@@ -106,3 +116,10 @@ def _layers() -> dict[str, Any]:
     if not _CACHE:
         _CACHE.update(vllm_probe(["-c", PROBE]))
     return _CACHE
+
+
+def test_only_a_runs_first_move_is_checked_against_the_layers_outputs() -> None:
+    # Each check costs the layer's calls and a sync; later moves move the same tensors.
+    checks = _layers()["checks"]
+    assert checks["first"] == checks["all"] == checks["copies"] >= 1
+    assert checks["distinct"] >= 4  # every move handed back tensors of its own
