@@ -151,3 +151,31 @@ def _nvml_details(index: int) -> dict[str, Any]:
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def nvml_compute_capability(index: int) -> tuple[int, int] | None:
+    """The device's compute capability from NVML, which makes no CUDA context (None when
+    NVML cannot say): what a process may learn before its turn on the GPU."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(_physical_index(index))
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+        return int(major), int(minor)
+    except Exception:
+        return None
+
+
+def holds_cuda_context(index: int, pid: int) -> bool | None:
+    """Whether process `pid` has a CUDA context on the device, as NVML lists them (None when
+    NVML cannot say)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(_physical_index(index))
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+        return any(int(p.pid) == pid for p in procs)
+    except Exception:
+        return None

@@ -597,6 +597,7 @@ class Collection:
                     "prestarted": self.pool.prestarted,
                     "seconds": round(self.pool.startup_seconds, 3),
                     "server_seconds": round(self.pool.server_seconds, 3),
+                    "standby_warm": self.pool.warm_summary(),
                 }
             self.pool.close()
             self.pool = None

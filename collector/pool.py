@@ -159,6 +159,8 @@ class WorkerPool:
         self.prestart_enabled = prestart
         self.spares: list[_Worker] = []
         self.prestarted = 0
+        # What each spare's backend loaded before its turn (worker.py, `_warm`), as reported.
+        self.warmed: list[dict[str, Any]] = []
         try:
             for i, spec in enumerate(specs):
                 self.workers.append(self._spawn(i, spec))
@@ -232,6 +234,8 @@ class WorkerPool:
         if msg["type"] == "ready":  # a spare's "standby" comes first and means nothing here
             w.ready = True
             w.preloaded = bool(msg.get("preloaded"))
+            if msg.get("standby_warm"):
+                self.warmed.append(msg["standby_warm"])
             w.info = msg["device_info"]
             w.startup_failures = 0
 
@@ -259,6 +263,20 @@ class WorkerPool:
                 fresh.append(self._spawn(w.slot, self._next_spec(w.spec, self.recycles)))
         self.workers = fresh
         self.wait_ready()
+
+    def warm_summary(self) -> dict[str, Any]:
+        """The spares' warm-ups: how many, their seconds, what they loaded, how many held a
+        CUDA context before their turn (or could not tell), how many failed."""
+        return {
+            "spares": len(self.warmed),
+            "seconds": round(sum(float(w.get("seconds", 0.0)) for w in self.warmed), 3),
+            "loaded": sorted({name for w in self.warmed for name in w.get("loaded", [])}),
+            "cuda_before_go": sum(w.get("cuda_before_go") is True for w in self.warmed),
+            "unknown_context": sum(
+                bool(w.get("loaded")) and w.get("cuda_before_go") is None for w in self.warmed
+            ),
+            "errors": sum("error" in w for w in self.warmed),
+        }
 
     @staticmethod
     def _go(spare: _Worker) -> bool:

@@ -10,14 +10,16 @@ inside the sample, and as `inner` differs between runs, so does that share (a fe
 Short kernels are timed over several placements per run: their speed follows where their
 buffers land in memory (up to several % for 3-30 us GEMMs on the H200), so a run prepares
 `placements` independent buffer sets and its samples cycle over them. A sample that saw the
-GPU throttle is retaken after a short cool-down, up to `max_retakes` times per run.
+GPU throttle (its SM clock, measured on the GPU right after it, under `clock_floor` of the
+case's fastest) is retaken after a short cool-down, up to `max_retakes` times per run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, TypeVar
 from typing import Protocol as Protocol_
@@ -31,6 +33,7 @@ PLACEMENT_ORDERS = ("upfront", "between")
 FRESH_WORKERS = ("gpu", "always", "never")
 WORKER_STARTS = ("spawn", "forkserver")
 CPU_CLOCKS = ("process", "wall")
+CLOCK_READS = ("sample", "run")
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,8 @@ class Protocol:
         max=1.0,
         unit="fraction",
         help="Retake a sample whose SM clock, measured on the GPU right after it, fell "
-        "below this fraction of the fastest measured for its case (0: NVML's throttle "
-        "reasons alone decide).",
+        "below this fraction of the fastest measured for its case (0: no floor; NVML's "
+        "throttle reasons then decide only with --clock-reads sample).",
     )
     # Keeps the SM clock up between samples.
     idle_ratio: float = setting(
@@ -96,6 +99,25 @@ class Protocol:
         help="Idle time after each sample, as a multiple of its duration.",
     )
     use_graphs: bool = setting(True, cli="graphs", help="Time CUDA ops inside CUDA graphs.")
+    # torch.cuda.graph empties the allocator's caches before every capture: 8 flushes in a
+    # short kernel's run on top of the run's own, each set already behind its own spacer.
+    capture_flush: bool = setting(
+        False,
+        help="CUDA: empty the allocator's caches before each buffer set's graph capture, as "
+        "torch.cuda.graph does (the run's own flush, before its first set, stays either way).",
+    )
+    # NVML's SM clock lags a sample by far (it read 1980 MHz through every clock dip the GPU
+    # measured on the H200), each read cost about 1.5 ms of a 0.1 s run, and its throttle
+    # reasons flickered on short kernels whose measured clock was the clean cases' own
+    # (docs/statistics.md, "NVML or the GPU's clock").
+    clock_reads: str = setting(
+        "run",
+        choices=CLOCK_READS,
+        help="CUDA: read NVML's clock, power and throttle reasons after every sample, its "
+        "throttle reasons deciding retakes ('sample'), or once after a run's samples for "
+        "the record ('run', where the clock measured on the GPU after each sample decides: "
+        "see --clock-floor).",
+    )
     # Throttled samples are retaken; a run is redone only when its median would still be a
     # throttled sample (half or more of its samples throttled after the retakes).
     max_retakes: int = setting(
@@ -176,6 +198,14 @@ class Protocol:
         "measures ('gpu': on CUDA devices only); they import their backend and wait, and "
         "make their CUDA context only once the current round's processes have exited.",
     )
+    # A fresh vLLM worker's first block-FP8 case paid about 1.4 s on the H200 loading
+    # FlashInfer's GEMM module; a spare loads it before its turn (vllm_standby.py).
+    standby_warm: bool = setting(
+        True,
+        help="A spare worker (--prestart-workers) also loads what its backend's first cases "
+        "would, without a CUDA context, while it waits (vLLM: FlashInfer's GEMM module and "
+        "its block-FP8 library, where built).",
+    )
     # A spawned worker imports its backend (vLLM: about 20 s on the H200); a forked one
     # starts from a server that imported it once. An H200 A/A of the two measured alike.
     worker_start: str = setting(
@@ -232,6 +262,8 @@ class Protocol:
             )
         if self.worker_start not in WORKER_STARTS:
             raise ValueError(f"worker_start {self.worker_start!r} is not one of {WORKER_STARTS}")
+        if self.clock_reads not in CLOCK_READS:
+            raise ValueError(f"clock_reads {self.clock_reads!r} is not one of {CLOCK_READS}")
         if self.cpu_clock not in CPU_CLOCKS:
             raise ValueError(f"cpu_clock {self.cpu_clock!r} is not one of {CPU_CLOCKS}")
 
@@ -392,10 +424,13 @@ def take_samples(
     """
     out = RunSamples([], [], [], [], inner, timing_mode, 0, placements)
     fastest = reference_mhz or 0.0
+    unread = ClockReading(None, None, 0)
     for slot in range(protocol.samples):
         while True:
             elapsed_ms, measured = time_sample(slot)
-            reading = clocks.read()
+            # With the clock measured on the GPU, NVML may be read once for the run (below).
+            per_sample = protocol.clock_reads == "sample" or measured is None
+            reading = clocks.read() if per_sample else unread
             reference = fastest
             if measured is not None:
                 fastest = max(fastest, measured)
@@ -422,7 +457,18 @@ def take_samples(
         # A run over several placements takes all its samples: its median is over them.
         if placements == 1 and precise_enough(out.ms, protocol):
             break
+    if protocol.clock_reads == "run" and any(m is not None for m in out.clock_mhz):
+        _read_once(out, clocks.read())
     return out
+
+
+def _read_once(out: RunSamples, reading: ClockReading) -> None:
+    """NVML read once after the run: its clock and power stand for every sample that was not
+    read. Its throttle reasons do not mark them: each one's clock was measured on the GPU,
+    and a sample under `clock_floor` was retaken already."""
+    for i, measured in enumerate(out.clock_mhz):
+        if measured is not None:  # else read with its sample (no clock measured on the GPU)
+            out.sm_mhz[i], out.power_w[i] = reading.sm_mhz, reading.power_w
 
 
 def placement_of(slot: int, placements: int, samples: int) -> int:
@@ -507,6 +553,30 @@ def measure_cpu(
 
     mode = f"cpu-{protocol.cpu_clock}"
     return take_samples(time_sample, ClockReader("cpu"), protocol, inner, mode, sets.count)
+
+
+@contextlib.contextmanager
+def _flushes_off(torch: Any) -> Iterator[None]:
+    """torch's allocator flushes as no-ops while it holds (the device cache's and the pinned
+    host cache's, which torch.cuda.graph empties before each capture)."""
+    owners = ((torch.cuda, "empty_cache"), (getattr(torch, "_C", None), "_host_emptyCache"))
+    found = [(o, name) for o, name in owners if o is not None and hasattr(o, name)]
+    # What each owner held itself (None: the name came from its class), to put back.
+    saved = [(o, name, vars(o).get(name)) for o, name in found]
+    for owner, name in found:
+        setattr(owner, name, _no_flush)
+    try:
+        yield
+    finally:
+        for owner, name, own in saved:
+            if own is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, own)
+
+
+def _no_flush() -> None:
+    return None
 
 
 def _nominal_hz(torch: Any) -> float:
@@ -594,7 +664,8 @@ def measure_cuda(
         if not graphed:
             return body_of(p)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        flushes = contextlib.nullcontext() if protocol.capture_flush else _flushes_off(torch)
+        with flushes, torch.cuda.graph(graph):
             body_of(p)()
         for _ in range(protocol.warmup):
             graph.replay()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -42,8 +44,12 @@ def _device_index(device: str) -> int:
 def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if spec.standby and not _stand_by(conn, spec):
-        return
+    warmed: dict[str, Any] = {}
+    if spec.standby:
+        went = _stand_by(conn, spec)
+        if went is None:
+            return
+        warmed = went
     # Imported before this worker's start: by the server it was forked from, or in standby.
     preloaded = _imported(spec.backend)
     try:
@@ -62,7 +68,15 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         )
         conn.close()
         return
-    conn.send({"type": "ready", "pid": os.getpid(), "device_info": info, "preloaded": preloaded})
+    conn.send(
+        {
+            "type": "ready",
+            "pid": os.getpid(),
+            "device_info": info,
+            "preloaded": preloaded,
+            "standby_warm": warmed,
+        }
+    )
     from collector.caseplan import Case
     from collector.failures import poisons_context
     from collector.measure import measure_case
@@ -91,16 +105,15 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
 
 def _imported(backend: str) -> bool:
     """Whether what building `backend` imports is in this process already."""
-    import sys
-
     from collector.backends import preload_module
 
     return preload_module(backend) in sys.modules
 
 
-def _stand_by(conn: Connection, spec: WorkerSpec) -> bool:
-    """Import the backend, then wait for the coordinator's "go"; False: exit instead.
-    A failed import is left for `_start` to repeat and report as the worker's start."""
+def _stand_by(conn: Connection, spec: WorkerSpec) -> dict[str, Any] | None:
+    """Import the backend and warm it (`_warm`), then wait for the coordinator's "go"; None:
+    exit instead, else what the warm-up did. A failed import is left for `_start` to repeat
+    and report as the worker's start."""
     from collector.backends import preload
 
     try:
@@ -108,11 +121,34 @@ def _stand_by(conn: Connection, spec: WorkerSpec) -> bool:
         preloaded = True
     except Exception:  # reported by `_start`, which imports it again
         preloaded = False
+    warmed = _warm(spec) if preloaded and spec.protocol.standby_warm else {}
     conn.send({"type": "standby", "pid": os.getpid(), "preloaded": preloaded})
     try:
-        return bool(conn.recv() == "go")
+        return warmed if conn.recv() == "go" else None
     except EOFError:
-        return False
+        return None
+
+
+def _warm(spec: WorkerSpec) -> dict[str, Any]:
+    """What the backend loads before this spare's turn (`standby_warm`), its seconds, and
+    whether the spare held a CUDA context before "go" (torch's flag, or NVML's list of the
+    device's processes), which the warm-up must not make."""
+    from collector.backends import standby_warm
+    from collector.device import holds_cuda_context
+
+    started = time.perf_counter()
+    out: dict[str, Any] = {}
+    try:
+        out["loaded"] = standby_warm(spec.backend, spec.device)
+    except Exception as exc:  # the case that needs it loads it again, and reports
+        out["loaded"], out["error"] = [], type(exc).__name__
+    out["seconds"] = round(time.perf_counter() - started, 3)
+    if out["loaded"]:
+        torch = sys.modules.get("torch")
+        listed = holds_cuda_context(_device_index(spec.device), os.getpid())
+        flagged = torch is not None and bool(torch.cuda.is_initialized())
+        out["cuda_before_go"] = flagged or listed
+    return out
 
 
 def _start(spec: WorkerSpec) -> tuple[Any, dict[str, Any]]:

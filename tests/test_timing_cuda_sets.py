@@ -19,7 +19,7 @@ import pytest
 
 from collector.backends.base import Prepared
 from collector.device import ClockReading
-from collector.timing import Protocol, choose_inner, measure_cuda
+from collector.timing import Protocol, RunSamples, choose_inner, measure_cuda
 
 KERNEL_MS = 0.005  # a 5 us kernel: the pilot gives it 8 buffer sets
 
@@ -31,6 +31,7 @@ class FakeCuda:
         self.capturing = False
         self.log: list[tuple[int, str]] = []  # (set, "eager" | "capture" | "replay")
         self.free_bytes, self.allocated_bytes = free_bytes, allocated_bytes
+        self.flushes = 0
 
     def mem_get_info(self) -> tuple[int, int]:
         return self.free_bytes, 141 << 30
@@ -49,6 +50,9 @@ class FakeCuda:
         yield
 
     def synchronize(self) -> None: ...
+
+    def empty_cache(self) -> None:
+        self.flushes += 1
 
     def _sleep(self, cycles: int) -> None: ...
 
@@ -76,6 +80,7 @@ class FakeCuda:
 
     @contextlib.contextmanager
     def graph(self, g: Any) -> Iterator[None]:
+        self.empty_cache()  # as torch.cuda.graph does before every capture
         self.capturing, start = True, len(self.log)
         yield
         self.capturing = False
@@ -83,8 +88,16 @@ class FakeCuda:
 
 
 class Clocks:
+    """NVML's readings: a steady clock, or (`throttle_from`) a throttle reason from that read."""
+
+    def __init__(self, throttle_from: int | None = None) -> None:
+        self.reads = 0
+        self.throttle_from = throttle_from
+
     def read(self) -> ClockReading:
-        return ClockReading(sm_mhz=1980.0, power_w=300.0, throttle_reasons=0)
+        self.reads += 1
+        late = self.throttle_from is not None and self.reads >= self.throttle_from
+        return ClockReading(sm_mhz=1980.0, power_w=300.0, throttle_reasons=0x4 if late else 0)
 
 
 def sets_of(cuda: FakeCuda) -> tuple[list[int], Callable[[], Prepared]]:
@@ -131,3 +144,60 @@ def test_a_run_takes_only_the_buffer_sets_that_fit_in_its_share_of_free_memory(
     protocol = Protocol(placement_memory=0.5)
     samples = measure_cuda(prepared_set(), protocol, Clocks(), None, prepared_set)  # type: ignore[arg-type]
     assert samples.placements == len(built) == 2
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_graph_captures_flush_the_allocator_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch, flush: bool
+) -> None:
+    cuda = FakeCuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    built, prepared_set = sets_of(cuda)
+    samples = timed(prepared_set, Protocol(capture_flush=flush), Clocks())
+    assert samples.placements == len(built) == 8
+    assert cuda.flushes == (len(built) if flush else 0)
+    # Restored after the captures: the instance's own method again, no stand-in left.
+    assert "empty_cache" not in vars(cuda)
+
+
+def test_nvml_is_read_once_a_run_where_the_gpu_measures_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cuda = FakeCuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    runs = {}
+    for reads in ("sample", "run"):
+        clocks = Clocks()
+        _, prepared_set = sets_of(cuda)
+        protocol = Protocol(clock_reads=reads)
+        runs[reads] = timed(prepared_set, protocol, clocks)
+        # One read sizes the spin before any sample; then one a sample, or one a run.
+        assert clocks.reads == 1 + (protocol.samples if reads == "sample" else 1)
+    assert runs["run"].sm_mhz == runs["sample"].sm_mhz == [1980.0] * 8
+    assert not any(runs["run"].throttled)
+
+
+@pytest.mark.parametrize("reads", ["sample", "run"])
+def test_nvml_throttle_reasons_decide_retakes_only_when_read_with_each_sample(
+    monkeypatch: pytest.MonkeyPatch, reads: str
+) -> None:
+    # On the H200 NVML's reasons flickered on 4-9 us kernels whose measured clock was the
+    # clean cases' own; read once a run, they condemned whole runs (37 redos in 210 cases).
+    cuda = FakeCuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    _, prepared_set = sets_of(cuda)
+    protocol = Protocol(clock_reads=reads, max_retakes=3, retake_cooldown_s=0.0)
+    # The first read (before the samples) is clean; every later one reports a power cap.
+    samples = timed(prepared_set, protocol, Clocks(throttle_from=2))
+    if reads == "sample":
+        # Each read saw it: retaken up to the bound, then every sample marked (and the engine
+        # redoes the run).
+        assert samples.retakes == 3 and all(samples.throttled)
+    else:
+        assert samples.retakes == 0 and not any(samples.throttled)
+        assert samples.sm_mhz == [1980.0] * 8  # the once-read still stands in the record
+
+
+def timed(prepared_set: Callable[[], Prepared], protocol: Protocol, clocks: Any) -> RunSamples:
+    """One run of `measure_cuda` over the stand-in's buffer sets."""
+    return measure_cuda(prepared_set(), protocol, clocks, None, prepared_set)

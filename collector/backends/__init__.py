@@ -7,6 +7,7 @@ never swaps to another implementation when one fails: the failure is the observa
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -101,6 +102,23 @@ def preload(name: str) -> None:
     importlib.import_module(preload_module(name))
 
 
+def standby_warm(name: str, device: str) -> list[str]:
+    """What a spare worker of backend `name` loads before its turn, still without a CUDA
+    context: the framework's `standby` module where it has one (collector/backends/
+    vllm_standby.py), nothing otherwise. Returns what it loaded."""
+    check_backend_name(name)
+    if name == "torch" or not device.startswith("cuda"):
+        return []
+    from collector.backends.framework_backend import framework_module
+
+    module = framework_module(name, "standby")
+    if importlib.util.find_spec(module) is None:
+        return []
+    _, _, index = device.partition(":")
+    loaded: list[str] = importlib.import_module(module).warm(int(index) if index.isdigit() else 0)
+    return loaded
+
+
 def get_backend(name: str, **options: Any) -> Backend:
     """Build a backend; ImportError means its framework is missing (a classified failure)."""
     check_backend_name(name)
@@ -115,4 +133,5 @@ __all__ = [
     "preflight",
     "preload",
     "preload_module",
+    "standby_warm",
 ]
