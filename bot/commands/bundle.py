@@ -23,7 +23,7 @@ def bundle(
     part_mb: Annotated[
         int,
         typer.Option(min=1, help="Largest part in MB (10^6 bytes); parts are equal-sized."),
-    ] = 54,  # one part and a ~10 MB checkout fit a 64 MiB transfer (docs/backends.md)
+    ] = 48,  # one part and a ~15 MB checkout fit a 64 MiB transfer (docs/backends.md)
     find_links: Annotated[
         list[Path] | None,
         typer.Option("--find-links", help="Extra local folder of wheels for pip (repeatable)."),
