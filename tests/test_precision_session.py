@@ -4,6 +4,7 @@ table, the case file's tiny `cpu` set, CPU stand-in devices)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import tarfile
@@ -325,3 +326,57 @@ def test_the_first_buffer_set_is_set_against_the_median_of_the_others() -> None:
     assert figures is not None
     assert figures["runs"] == 2 and figures["share_3pct_off"] == 0.5
     assert figures["median"] == pytest.approx((0.91 + 1.0) / 2)
+
+
+def test_b_can_be_as_protocol_with_settings_changed_so_the_aa_checks_a_change(
+    tmp_path: Path,
+) -> None:
+    """`--b-set`: B keeps A's worker start and takes the named settings (the protocol before
+    a change), so that the A/A between them is the change's live check."""
+    args = ["aa", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "w")]
+    args += ["--cases", str(ps.CASE_FILE), "--case-set", "cpu", "--device", "cpu"]
+    args += ["--backend", "torch", "--test-protocol"]
+    args += ["--b-set", "capture_flush=true", "--b-set", "clock_reads=sample"]
+    args += ["--b-set", "retake_cooldown_s=0.07", "--b-set", "standby_warm=false"]
+    assert ps.main(args) == 0
+    columns = json.loads((tmp_path / "out" / ps.summary_name("aa")).read_text())["collections"]
+    assert columns["B"]["worker_start"] == columns["A"]["worker_start"]
+    wanted = {"capture_flush": True, "clock_reads": "sample", "retake_cooldown_s": 0.07}
+    wanted["standby_warm"] = False
+    assert wanted.items() <= columns["B"]["changed"].items()
+    assert not wanted.keys() & columns["A"]["changed"].keys()
+    # The CPU test protocol prestarts spares: A's warmed (nothing to load on a CPU); B's not.
+    assert columns["A"]["cost"]["standby_warm"]["spares"] >= 1
+    assert columns["A"]["cost"]["standby_warm"]["loaded"] == []
+    assert columns["B"]["cost"]["standby_warm"]["spares"] == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "wrong"),
+    [("capture_flush", "FIELD=VALUE"), ("nosuch=1", "FIELD=VALUE"), ("use_graphs=yes", "true")],
+)
+def test_a_b_setting_names_a_protocol_field_and_a_value_of_its_type(text: str, wrong: str) -> None:
+    with pytest.raises(ValueError, match=wrong):
+        ps.protocol_override(text)
+    with pytest.raises(ValueError, match="clock_reads"):
+        ps.protocol_override("clock_reads=never")
+    assert ps.protocol_override("cooldown_s=0.25") == ("cooldown_s", 0.25)
+
+
+def test_a_collection_that_fails_as_a_whole_leaves_the_step_incomplete_and_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # On a fresh GPU machine whose vLLM was not installed yet, F failed as a whole and its
+    # work folder then said "complete". Here vLLM is not installed at all.
+    pytest.importorskip("torch")
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed: its collection would not fail")
+    common = ["--cases", str(ps.CASE_FILE), "--case-set", "cpu", "--device", "cpu"]
+    args = ["fixed", "--out", str(tmp_path / "o"), "--work", str(tmp_path / "w"), "--runs", "2"]
+    assert ps.main([*args, "--backend", "vllm", "--test-protocol", *common]) == 2
+    summary = json.loads((tmp_path / "o" / ps.summary_name("fixed")).read_text())
+    assert summary["complete"] is False and summary["failed"] == ["F"]
+    assert capsys.readouterr().err.splitlines()[-1] == "error: collection F failed as a whole"
+    # The same work folder is refused with the reason; a new one would run.
+    assert ps.main([*args, "--backend", "vllm", *common]) == 2
+    assert "collection F failed as a whole" in capsys.readouterr().err

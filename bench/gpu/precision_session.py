@@ -10,7 +10,8 @@ Four steps; `draw` and `analyse` run on a CPU machine, `aa` and `fixed` on the G
         bench/gpu/precision_cases.yaml (committed)
     PYTHONUNBUFFERED=1 python3 -m bench.gpu.precision_session aa --out $OUT
         collections A and C with the shipped protocol (--worker-start names how their
-        workers start), B with its workers started the other way (OTHER_START), C a +2%
+        workers start), B with its workers started the other way (OTHER_START) or, with
+        --b-set FIELD=VALUE (repeatable), A's protocol with those settings, C a +2%
         canary on the cases A's first round measured at 20 us or more (C times every case),
         interleaved by rounds, backend vllm;
         $OUT/precision-aa-records.tar.gz and $OUT/precision-aa-summary.json
@@ -29,6 +30,7 @@ returned tarball (--resume-from). Worker starts are added up over the calls (seg
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -147,9 +149,28 @@ def protocol_for(args: argparse.Namespace, name: str) -> Protocol:
     base = replace(base, worker_start=args.worker_start)
     if args.test_protocol:
         base = replace(base, fresh_workers="always", prestart_workers="always")
+    if name == "B" and getattr(args, "b_set", None):
+        return replace(base, **dict(args.b_set))
     if name == "B":
         base = replace(base, worker_start=OTHER_START[base.worker_start])
     return replace(base, target_ci=0.0, runs=args.runs) if name == "F" else base
+
+
+def protocol_override(text: str) -> tuple[str, Any]:
+    """'capture_flush=true' -> ('capture_flush', True): a Protocol field and a value of its
+    type (argparse's `type` for --b-set; a ValueError names what is wrong)."""
+    name, sep, raw = text.partition("=")
+    fields = {f.name: f for f in dataclasses.fields(Protocol)}
+    if not sep or name not in fields:
+        raise ValueError(f"{text!r}: not FIELD=VALUE with FIELD a protocol setting")
+    kind = type(getattr(Protocol(), name))
+    if kind is bool:
+        if raw.lower() not in ("true", "false"):
+            raise ValueError(f"{name}: {raw!r} is not true or false")
+        return name, raw.lower() == "true"
+    value = kind(raw)
+    replace(Protocol(), **{name: value})  # the protocol's own checks (choices)
+    return name, value
 
 
 def open_collection(
@@ -203,8 +224,16 @@ def prepare_work(args: argparse.Namespace, step: str) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     if not (work / SEGMENTS_JSON).is_file():
         (work / SEGMENTS_JSON).write_text("[]\n")
-    if any(seg["complete"] for seg in json.loads((work / SEGMENTS_JSON).read_text())):
+    segments = json.loads((work / SEGMENTS_JSON).read_text())
+    if any(seg["complete"] for seg in segments):
         raise UserError(f"{work}: the {step} step is complete; name a new --work to run it again")
+    failed = sorted({n for seg in segments for n in seg.get("failed", [])})
+    if failed:
+        names = ", ".join(failed)
+        raise UserError(
+            f"{work}: collection {names} failed as a whole (its run.json says why); name a new "
+            "--work to run the step again"
+        )
     fs.say(f"{step}: work folder {work}")
     return work
 
@@ -267,11 +296,16 @@ def run_step(args: argparse.Namespace) -> dict[str, Any]:
             c.close()
         raise
     fs.finish(cols, complete)
-    segments = add_segment(work, cols, complete, time.monotonic() - t0)
     records = {name: read_record(work / name) for name in cols}
+    # A collection that failed as a whole (e.g. its framework would not import) leaves the
+    # step incomplete: the same work folder is then refused (`prepare_work`).
+    failed = sorted(n for n, r in records.items() if r.status == "failed")
+    complete = complete and not failed
+    segments = add_segment(work, cols, complete, time.monotonic() - t0, failed)
     summary = {
         "step": args.step,
         "complete": complete,
+        "failed": failed,
         "segments": len(segments),
         "collections": {n: collection_summary(r, segments, n) for n, r in records.items()},
         "seconds": round(time.monotonic() - t0, 1),
@@ -283,10 +317,14 @@ def run_step(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_segment(
-    work: Path, cols: dict[str, Collection], complete: bool, seconds: float
+    work: Path,
+    cols: dict[str, Collection],
+    complete: bool,
+    seconds: float,
+    failed: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """This call in segments.json: its seconds and each collection's worker starts (a
-    resumed record keeps only its last call's)."""
+    """This call in segments.json: its seconds, each collection's worker starts (a resumed
+    record keeps only its last call's) and the collections that failed as a whole."""
     path = work / SEGMENTS_JSON
     segments = json.loads(path.read_text())
     segments.append(
@@ -294,6 +332,7 @@ def add_segment(
             "at": datetime.now(UTC).isoformat(timespec="seconds"),
             "seconds": round(seconds, 1),
             "complete": complete,
+            "failed": failed or [],
             "worker_starts": {name: c.meta.get("worker_starts") for name, c in cols.items()},
         }
     )
@@ -337,6 +376,12 @@ def all_in_cost(record: RunRecord, segments: list[dict[str, Any]], name: str) ->
     out["worker_start_s"], out["server_start_s"] = charged_starts(segments, name)
     for key in ("recycles", "prestarted"):
         out[key] = sum(int(s.get(key) or 0) for s in starts)
+    # The spares' warm-ups (collector/worker.py, `_warm`), summed over the calls.
+    warms = [s["standby_warm"] for s in starts if s.get("standby_warm")]
+    out["standby_warm"] = {
+        key: sum(w.get(key, 0) for w in warms)
+        for key in ("spares", "seconds", "cuda_before_go", "unknown_context", "errors")
+    } | {"loaded": sorted({n for w in warms for n in w.get("loaded", [])})}
     # Pool starts: each call's first (no spare serves it) and every recycle.
     out["pool_starts"] = len(starts) + out["recycles"]
     total = out["case_device_s"] + out["worker_start_s"] + float(out["panel_device_s"] or 0)
@@ -358,6 +403,10 @@ def collection_summary(
         "backend": record.meta["backend"],
         "prestart_workers": record.meta["protocol"]["prestart_workers"],
         "worker_start": record.meta["protocol"].get("worker_start", "spawn"),
+        # What its protocol changed from the shipped one (B's --b-set; F's fixed runs).
+        "changed": {
+            k: v for k, v in record.meta["protocol"].items() if asdict(Protocol()).get(k, v) != v
+        },
         "device": record.meta["device"].get("name"),
         "gpu_uuid": record.meta["device"].get("uuid"),
         "cost": all_in_cost(record, segments, name),
@@ -491,6 +540,7 @@ def cost_figures(costs: dict[str, dict[str, Any]]) -> dict[str, Any]:
             **{k: c[k] for k in ("cases", "case_device_s", "worker_start_s", "panel_device_s")},
             **{k: c[k] for k in ("pool_starts", "prestarted", "runs_mean", "all_in_per_case_s")},
             **{k: c[k] for k in ("server_start_s", "one_server_per_case_s")},
+            **({"standby_warm": c["standby_warm"]} if "standby_warm" in c else {}),
             # Judged as one collection pays: one server start, not one per call.
             "pass": (c["one_server_per_case_s"] or 1e9) <= COST_PER_CASE_S,
         }
@@ -734,6 +784,17 @@ def parser() -> argparse.ArgumentParser:
         # Every collection of the step; the shipped default unless asked (collector/timing.py).
         # A's, C's and F's worker start; B's is the other (OTHER_START).
         s.add_argument("--worker-start", choices=WORKER_STARTS, default=Protocol().worker_start)
+        if step == "aa":
+            s.add_argument(
+                "--b-set",
+                type=protocol_override,
+                action="append",
+                default=[],
+                metavar="FIELD=VALUE",
+                help="B: A's protocol with this setting changed (repeatable), instead of its "
+                "workers started the other way; e.g. the protocol before a change, so that the "
+                "A/A is also the live check of the change",
+            )
         if step == "fixed":
             s.add_argument("--runs", type=int, default=FIXED_RUNS)
             s.add_argument(
@@ -778,6 +839,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=1, default=str), flush=True)
+    if result.get("failed"):
+        print(f"error: collection {', '.join(result['failed'])} failed as a whole", file=sys.stderr)
+        return 2
     return 0
 
 
