@@ -100,6 +100,14 @@ class Clocks:
         return ClockReading(sm_mhz=1980.0, power_w=300.0, throttle_reasons=0x4 if late else 0)
 
 
+@pytest.fixture
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
+    """The stand-in installed as torch.cuda for the test."""
+    cuda = FakeCuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    return cuda
+
+
 def sets_of(cuda: FakeCuda) -> tuple[list[int], Callable[[], Prepared]]:
     """A list of the buffer sets built, and a `prepare` that builds and logs one."""
     built: list[int] = []
@@ -148,10 +156,9 @@ def test_a_run_takes_only_the_buffer_sets_that_fit_in_its_share_of_free_memory(
 
 @pytest.mark.parametrize("flush", [False, True])
 def test_graph_captures_flush_the_allocator_only_when_asked(
-    monkeypatch: pytest.MonkeyPatch, flush: bool
+    fake_cuda: FakeCuda, flush: bool
 ) -> None:
-    cuda = FakeCuda()
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    cuda = fake_cuda
     built, prepared_set = sets_of(cuda)
     samples = timed(prepared_set, Protocol(capture_flush=flush), Clocks())
     assert samples.placements == len(built) == 8
@@ -160,15 +167,11 @@ def test_graph_captures_flush_the_allocator_only_when_asked(
     assert "empty_cache" not in vars(cuda)
 
 
-def test_nvml_is_read_once_a_run_where_the_gpu_measures_the_clock(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    cuda = FakeCuda()
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+def test_nvml_is_read_once_a_run_where_the_gpu_measures_the_clock(fake_cuda: FakeCuda) -> None:
     runs = {}
     for reads in ("sample", "run"):
         clocks = Clocks()
-        _, prepared_set = sets_of(cuda)
+        _, prepared_set = sets_of(fake_cuda)
         protocol = Protocol(clock_reads=reads)
         runs[reads] = timed(prepared_set, protocol, clocks)
         # One read sizes the spin before any sample; then one a sample, or one a run.
@@ -179,13 +182,11 @@ def test_nvml_is_read_once_a_run_where_the_gpu_measures_the_clock(
 
 @pytest.mark.parametrize("reads", ["sample", "run"])
 def test_nvml_throttle_reasons_decide_retakes_only_when_read_with_each_sample(
-    monkeypatch: pytest.MonkeyPatch, reads: str
+    fake_cuda: FakeCuda, reads: str
 ) -> None:
     # On the H200 NVML's reasons flickered on 4-9 us kernels whose measured clock was the
     # clean cases' own; read once a run, they condemned whole runs (37 redos in 210 cases).
-    cuda = FakeCuda()
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
-    _, prepared_set = sets_of(cuda)
+    _, prepared_set = sets_of(fake_cuda)
     protocol = Protocol(clock_reads=reads, max_retakes=3, retake_cooldown_s=0.0)
     # The first read (before the samples) is clean; every later one reports a power cap.
     samples = timed(prepared_set, protocol, Clocks(throttle_from=2))
