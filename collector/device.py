@@ -33,11 +33,7 @@ class ClockReader:
         if not device.startswith("cuda"):
             return
         try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(_physical_index(index))
-            self._nvml = pynvml
+            self._nvml, self._handle = nvml_handle(index)
         except Exception:  # NVML missing or not permitted: timings stand, clocks unknown.
             self._handle = None
 
@@ -70,6 +66,15 @@ class ClockReader:
     @staticmethod
     def throttled(reasons: int) -> bool:
         return bool(reasons & _THROTTLE_MASK)
+
+
+def nvml_handle(index: int) -> tuple[Any, Any]:
+    """pynvml, initialised, and the handle of the device torch calls `index` (raises when
+    NVML is missing or not permitted)."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    return pynvml, pynvml.nvmlDeviceGetHandleByIndex(_physical_index(index))
 
 
 def _physical_index(index: int) -> int:
@@ -132,10 +137,7 @@ def fingerprint(device: str, slot: int = 0) -> dict[str, Any]:
 
 def _nvml_details(index: int) -> dict[str, Any]:
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(_physical_index(index))
+        pynvml, h = nvml_handle(index)
         details: dict[str, Any] = {
             "driver": _s(pynvml.nvmlSystemGetDriverVersion()),
             "uuid": _s(pynvml.nvmlDeviceGetUUID(h)),
@@ -157,10 +159,7 @@ def nvml_compute_capability(index: int) -> tuple[int, int] | None:
     """The device's compute capability from NVML, which makes no CUDA context (None when
     NVML cannot say): what a process may learn before its turn on the GPU."""
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(_physical_index(index))
+        pynvml, h = nvml_handle(index)
         major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
         return int(major), int(minor)
     except Exception:
@@ -171,10 +170,7 @@ def holds_cuda_context(index: int, pid: int) -> bool | None:
     """Whether process `pid` has a CUDA context on the device, as NVML lists them (None when
     NVML cannot say)."""
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(_physical_index(index))
+        pynvml, h = nvml_handle(index)
         procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
         return any(int(p.pid) == pid for p in procs)
     except Exception:

@@ -109,7 +109,7 @@ class Protocol:
     # NVML's SM clock lags a sample by far (it read 1980 MHz through every clock dip the GPU
     # measured on the H200), each read cost about 1.5 ms of a 0.1 s run, and its throttle
     # reasons flickered on short kernels whose measured clock was the clean cases' own
-    # (docs/statistics.md, "NVML or the GPU's clock").
+    # (docs/statistics.md, the `clock_reads` row).
     clock_reads: str = setting(
         "run",
         choices=CLOCK_READS,

@@ -101,7 +101,6 @@ def test_a_pool_reports_what_its_spares_warmed() -> None:
         pool.close()
     assert summary["spares"] == 2 and summary["loaded"] == [] and summary["errors"] == 0
     assert summary["cuda_before_go"] == summary["unknown_context"] == 0
-    assert 0 <= summary["seconds"] < 5
 
 
 def test_with_standby_warm_off_a_spare_only_imports_its_backend() -> None:

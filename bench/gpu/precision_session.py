@@ -160,8 +160,7 @@ def protocol_override(text: str) -> tuple[str, Any]:
     """'capture_flush=true' -> ('capture_flush', True): a Protocol field and a value of its
     type (argparse's `type` for --b-set; a ValueError names what is wrong)."""
     name, sep, raw = text.partition("=")
-    fields = {f.name: f for f in dataclasses.fields(Protocol)}
-    if not sep or name not in fields:
+    if not sep or name not in {f.name for f in dataclasses.fields(Protocol)}:
         raise ValueError(f"{text!r}: not FIELD=VALUE with FIELD a protocol setting")
     kind = type(getattr(Protocol(), name))
     if kind is bool:
