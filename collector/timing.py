@@ -150,6 +150,15 @@ class Protocol:
         help="Buffer sets per run for kernels under --placement-max-us, samples visiting "
         "them in blocks (their speed follows a memory-system state: docs/statistics.md).",
     )
+    # A run's value averages its sets; where they disagree widely (fp8 GEMMs of 50-200 us
+    # sit on levels up to 25% apart), eight sets leave runs 1-4% apart and 2% unseen.
+    max_placements: int = setting(
+        32,
+        min=1,
+        unit="buffer sets",
+        help="CUDA: a run whose --placements sets still disagree (the standard error of "
+        "its mean over half --target-ci) takes more sets, one sample each, up to this many.",
+    )
     # Per-run levels that follow placement were seen up to 1.1 ms (fp8 GEMMs 7-11% apart);
     # above, power throttling sets the spread, and eight sets would add heavy work to it.
     placement_max_us: float = setting(
@@ -386,17 +395,33 @@ def gpu_pilot_ms(
 
 
 def placements_for(
-    pilot_ms: float, protocol: Protocol, set_bytes: int = 0, free_bytes: int = 0
+    pilot_ms: float,
+    protocol: Protocol,
+    set_bytes: int = 0,
+    free_bytes: int = 0,
+    most: int | None = None,
 ) -> int:
     """Buffer sets for a run: several for kernels under `placement_max_us`, whose speed
     follows placement, as many as fit in `placement_memory` of the free memory (when the
-    bytes of a set and the free bytes are known)."""
+    bytes of a set and the free bytes are known), at most `most` (`placements`)."""
+    wanted = protocol.placements if most is None else most
     if protocol.placements <= 1 or pilot_ms * 1e3 >= protocol.placement_max_us:
         return 1
     if set_bytes <= 0 or free_bytes <= 0:
-        return protocol.placements
+        return wanted
     fit = int(protocol.placement_memory * free_bytes) // set_bytes
-    return max(1, min(protocol.placements, fit))
+    return max(1, min(wanted, fit))
+
+
+def sets_agree(samples: list[float], protocol: Protocol) -> bool:
+    """A run over several sets has enough of them once its mean's relative standard error
+    (one sample per set) is at most half the adaptive target; always, without adaptivity."""
+    n = len(samples)
+    if protocol.target_ci <= 0 or n < 2:
+        return protocol.target_ci <= 0
+    mean = sum(samples) / n
+    sd = math.sqrt(sum((s - mean) ** 2 for s in samples) / (n - 1))
+    return mean > 0 and sd / mean / math.sqrt(n) <= protocol.target_ci / 2
 
 
 def take_samples(
@@ -409,6 +434,7 @@ def take_samples(
     sleep: Callable[[float], None] = time.sleep,
     reference_mhz: float | None = None,
     rewarm: Callable[[int], None] | None = None,
+    most_placements: int | None = None,
 ) -> RunSamples:
     """The sampling loop shared by the CPU and CUDA paths.
 
@@ -421,11 +447,20 @@ def take_samples(
     `max_retakes` times per run. `rewarm(s)` runs sample `s`'s calls once, untimed, after
     the cool-down: a sample timed straight after it ran cold (on the H200, a 4.5 us GEMM's
     retaken samples were up to 60% slow at a normal SM clock, and kept).
+
+    A run over several sets whose samples still disagree after `protocol.samples` (not
+    `sets_agree`) takes more, each on a set of its own, up to `most_placements` sets.
     """
     out = RunSamples([], [], [], [], inner, timing_mode, 0, placements)
     fastest = reference_mhz or 0.0
     unread = ClockReading(None, None, 0)
-    for slot in range(protocol.samples):
+    most = max(placements, most_placements or placements)
+    slot = 0
+    while slot < protocol.samples or (
+        placements > 1
+        and placements + slot - protocol.samples < most
+        and not sets_agree(out.ms, protocol)
+    ):
         while True:
             elapsed_ms, measured = time_sample(slot)
             # With the clock measured on the GPU, NVML may be read once for the run (below).
@@ -454,9 +489,11 @@ def take_samples(
         out.power_w.append(reading.power_w)
         out.throttled.append(throttled)
         out.clock_mhz.append(measured)
+        slot += 1
         # A run over several placements takes all its samples: its median is over them.
         if placements == 1 and precise_enough(out.ms, protocol):
             break
+    out.placements = max(placements, placements + slot - protocol.samples)
     if protocol.clock_reads == "run" and any(m is not None for m in out.clock_mhz):
         _read_once(out, clocks.read())
     return out
@@ -472,7 +509,10 @@ def _read_once(out: RunSamples, reading: ClockReading) -> None:
 
 
 def placement_of(slot: int, placements: int, samples: int) -> int:
-    """Samples visit the placements in blocks (0 0 1 1 2 2 ...): one switch per placement."""
+    """Samples visit the placements in blocks (0 0 1 1 2 2 ...): one switch per placement.
+    A sample past `samples` (a run whose sets disagree) has a set of its own."""
+    if placements > 1 and slot >= samples:
+        return placements + slot - samples
     return min(placements - 1, slot * placements // max(1, samples))
 
 
@@ -645,6 +685,12 @@ def measure_cuda(
     free_bytes, _ = torch.cuda.mem_get_info()
     set_bytes = torch.cuda.memory_allocated()
     count = placements_for(per_call_ms, protocol, set_bytes, free_bytes) if more else 1
+    # Sets past `count` are each held behind a spacer of their own until the run ends.
+    spacer_bytes = protocol.spacer_max_mib << 20
+    most = placements_for(
+        per_call_ms, protocol, set_bytes + spacer_bytes, free_bytes, protocol.max_placements
+    )
+    most = max(count, most) if count > 1 else 1
     inner = choose_inner(per_call_ms, protocol, count)
     sleep_cycles = canary_sleep_cycles(slowdown, per_call_ms, inner, hz)
 
@@ -733,4 +779,5 @@ def measure_cuda(
         replays.count,
         reference_mhz=reference_mhz,
         rewarm=lambda slot: replays[placement_of(slot, replays.count, protocol.samples)](),
+        most_placements=most,
     )

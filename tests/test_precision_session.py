@@ -100,7 +100,9 @@ def test_draw_takes_a_third_of_each_dtype_seeded_outside_every_case_set(tmp_path
     assert f"--exclude {out}" in (tmp_path / "fresh.yaml").read_text()
 
 
-SEED22, SEED23, SEED24 = (ps.HERE / f"precision_cases_seed{seed}.yaml" for seed in (22, 23, 24))
+SEED22, SEED23, SEED24, SEED25 = (
+    ps.HERE / f"precision_cases_seed{seed}.yaml" for seed in (22, 23, 24, 25)
+)
 
 
 @pytest.mark.skipif(not TABLE.is_file(), reason="the H200 reference table is not here")
@@ -110,9 +112,10 @@ SEED22, SEED23, SEED24 = (ps.HERE / f"precision_cases_seed{seed}.yaml" for seed 
         (SEED22, 22, ()),
         (SEED23, 23, (SEED22,)),
         (SEED24, 24, (SEED22, SEED23)),
-        (ps.CASE_FILE, 25, (SEED22, SEED23, SEED24)),
+        (SEED25, 25, (SEED22, SEED23, SEED24)),
+        (ps.CASE_FILE, 26, (SEED22, SEED23, SEED24, SEED25)),
     ],
-    ids=["seed22", "seed23", "seed24", "current"],
+    ids=["seed22", "seed23", "seed24", "seed25", "current"],
 )
 def test_each_committed_draw_is_its_seeded_draw(
     tmp_path: Path, committed: Path, seed: int, exclude: tuple[Path, ...]

@@ -25,6 +25,7 @@ from collector.timing import (
     placement_of,
     placements_for,
     precise_enough,
+    sets_agree,
     take_samples,
 )
 
@@ -192,6 +193,87 @@ def test_a_run_over_several_placements_takes_all_its_samples() -> None:
     _, time_sample = _timer([1.0] * 8)
     single = take_samples(time_sample, ScriptedClocks([]), adaptive, 1, "graph", 1, lambda s: None)
     assert len(single.ms) == 2  # one buffer set: may stop once its median is tight
+
+
+def _bimodal(n: int, slow_every: int = 3) -> list[float]:
+    """Set levels on two modes 25% apart (fp8 GEMMs on the H200), every third set slow."""
+    return [1.25 if i % slow_every == 0 else 1.0 for i in range(n)]
+
+
+def test_a_run_whose_sets_disagree_takes_more_sets_one_sample_each() -> None:
+    protocol = Protocol(samples=8, placements=8, max_placements=32, target_ci=0.008)
+    slots, time_sample = _timer(_bimodal(64))
+    run = take_samples(
+        time_sample,
+        ScriptedClocks([]),
+        protocol,
+        1,
+        "graph",
+        8,
+        lambda s: None,
+        most_placements=32,
+    )
+    # 12% apart sample to sample never agree to 0.4%: the run takes every set it may.
+    assert len(run.ms) == 32 and run.placements == 32
+    assert [placement_of(s, 8, 8) for s in slots] == list(range(32))
+    assert not sets_agree(run.ms, protocol)
+
+
+def test_sets_that_agree_stop_at_the_placements_and_the_fixed_protocol_never_extends() -> None:
+    calm = [1.0 + 0.001 * (i % 2) for i in range(64)]
+    for protocol in (
+        Protocol(samples=8, placements=8, max_placements=32),  # agree: 0.05% apart
+        Protocol(samples=8, placements=8, max_placements=32, target_ci=0.0),  # fixed runs
+    ):
+        values = calm if protocol.target_ci else _bimodal(64)
+        _, time_sample = _timer(values)
+        run = take_samples(
+            time_sample,
+            ScriptedClocks([]),
+            protocol,
+            1,
+            "graph",
+            8,
+            lambda s: None,
+            most_placements=32,
+        )
+        assert len(run.ms) == 8 and run.placements == 8
+    # Sets that come to agree stop there: the standard error falls under half the target.
+    mixed = _bimodal(12, slow_every=12) + [1.0] * 52
+    protocol = Protocol(samples=8, placements=8, max_placements=32, target_ci=0.05)
+    _, time_sample = _timer(mixed)
+    run = take_samples(
+        time_sample,
+        ScriptedClocks([]),
+        protocol,
+        1,
+        "graph",
+        8,
+        lambda s: None,
+        most_placements=32,
+    )
+    assert 8 < len(run.ms) < 32 and sets_agree(run.ms, protocol)
+    assert not sets_agree(run.ms[:-1], protocol)  # it stopped at the first set that did
+
+
+def test_extra_sets_fit_in_memory_with_a_spacer_each_and_a_single_set_never_extends() -> None:
+    protocol = Protocol(placements=8, max_placements=32, placement_memory=0.5)
+    gib = 1 << 30
+    assert placements_for(0.010, protocol, gib, 100 * gib, protocol.max_placements) == 32
+    assert placements_for(0.010, protocol, 4 * gib, 100 * gib, protocol.max_placements) == 12
+    assert placements_for(5.0, protocol, gib, 100 * gib, protocol.max_placements) == 1
+    _, time_sample = _timer(_bimodal(64))
+    one = take_samples(
+        time_sample,
+        ScriptedClocks([]),
+        Protocol(samples=8),
+        1,
+        "graph",
+        1,
+        lambda s: None,
+        most_placements=32,
+    )
+    assert one.placements == 1 and len(one.ms) <= 8
 
 
 def test_the_cpu_path_prepares_and_samples_every_placement() -> None:
