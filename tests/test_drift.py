@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bot.compare.comparison import Baseline, compare_runs
-from bot.compare.drift import MIN_RUNS, trends
+from bot.compare.drift import MIN_RUNS, STEP_MIN_SEGMENT, moves, steps, trends
 from bot.compare.stats import Settings
 from collector.record import read_record
 from tests.factories import gemm_case, simulated_runs, write_record
@@ -39,6 +39,34 @@ def test_pure_noise_rarely_trends() -> None:
     rng = np.random.default_rng(7)
     found = trends([np.exp(rng.normal(0, 0.01, RUNS)) for _ in range(2000)])
     assert np.mean(found.p < 0.01) < 0.02  # the test's level, roughly
+
+
+def test_a_step_after_the_first_rounds_is_found_where_the_trend_test_misses_it() -> None:
+    # The H200's large-weight bf16 GEMMs: three runs at one level, then ten 3% lower.
+    rng = np.random.default_rng(5)
+    step = np.r_[np.full(3, 1.0), np.full(10, 0.97)] * np.exp(rng.normal(0, 0.002, 13))
+    # Ranks reach p 0.009 at best here, which Benjamini-Hochberg over a collection's
+    # hundreds of sides does not keep; the t between the two levels is beyond doubt.
+    assert trends([step]).p[0] > 0.005
+    found = steps([step])
+    assert found.p[0] < 1e-8 and found.drift[0] == pytest.approx(-0.03, abs=0.005)
+    both = moves([step])
+    assert both.p[0] == pytest.approx(2 * found.p[0]) and both.drift[0] == found.drift[0]
+
+
+def test_one_odd_run_is_no_step_and_short_sides_are_not_tested() -> None:
+    rng = np.random.default_rng(9)
+    odd = np.exp(rng.normal(0, 0.002, 12))
+    odd[0] *= 1.10  # a single slow first run: the segment's spread holds it
+    assert steps([odd]).p[0] > 0.01
+    short = np.linspace(1.0, 0.9, 2 * STEP_MIN_SEGMENT - 1)
+    assert np.isnan(steps([short]).p[0])
+
+
+def test_pure_noise_rarely_moves() -> None:
+    rng = np.random.default_rng(11)
+    sides = [np.exp(rng.normal(0, 0.01, n)) for n in (6, 10, 16) for _ in range(700)]
+    assert np.mean(moves(sides).p < 0.01) < 0.01
 
 
 def _records(tmp_path: Path) -> tuple[Path, Path]:

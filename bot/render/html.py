@@ -564,6 +564,8 @@ def _render_report(**fields: Any) -> str:
             table_limit=MAX_TABLE_ROWS,
             page=PAGE_ROWS,
             fmt_change=fmt_change,
+            # Sort keys to 9 digits: a library's last-digit rounding is no change of order.
+            num=_num,
             version=__version__,
             colors=VERDICT_COLORS,
         )
