@@ -200,19 +200,19 @@ def _bimodal(n: int, slow_every: int = 3) -> list[float]:
     return [1.25 if i % slow_every == 0 else 1.0 for i in range(n)]
 
 
+def _extended(
+    time_sample: Callable[[int], tuple[float, float | None]], protocol: Protocol
+) -> RunSamples:
+    """A run over 8 sets that may take up to 32."""
+    return take_samples(
+        time_sample, ScriptedClocks([]), protocol, 1, "graph", 8, lambda s: None, most_placements=32
+    )
+
+
 def test_a_run_whose_sets_disagree_takes_more_sets_one_sample_each() -> None:
     protocol = Protocol(samples=8, placements=8, max_placements=32, target_ci=0.008)
     slots, time_sample = _timer(_bimodal(64))
-    run = take_samples(
-        time_sample,
-        ScriptedClocks([]),
-        protocol,
-        1,
-        "graph",
-        8,
-        lambda s: None,
-        most_placements=32,
-    )
+    run = _extended(time_sample, protocol)
     # 12% apart sample to sample never agree to 0.4%: the run takes every set it may.
     assert len(run.ms) == 32 and run.placements == 32
     assert [placement_of(s, 8, 8) for s in slots] == list(range(32))
@@ -227,31 +227,13 @@ def test_sets_that_agree_stop_at_the_placements_and_the_fixed_protocol_never_ext
     ):
         values = calm if protocol.target_ci else _bimodal(64)
         _, time_sample = _timer(values)
-        run = take_samples(
-            time_sample,
-            ScriptedClocks([]),
-            protocol,
-            1,
-            "graph",
-            8,
-            lambda s: None,
-            most_placements=32,
-        )
+        run = _extended(time_sample, protocol)
         assert len(run.ms) == 8 and run.placements == 8
     # Sets that come to agree stop there: the standard error falls under half the target.
     mixed = _bimodal(12, slow_every=12) + [1.0] * 52
     protocol = Protocol(samples=8, placements=8, max_placements=32, target_ci=0.05)
     _, time_sample = _timer(mixed)
-    run = take_samples(
-        time_sample,
-        ScriptedClocks([]),
-        protocol,
-        1,
-        "graph",
-        8,
-        lambda s: None,
-        most_placements=32,
-    )
+    run = _extended(time_sample, protocol)
     assert 8 < len(run.ms) < 32 and sets_agree(run.ms, protocol)
     assert not sets_agree(run.ms[:-1], protocol)  # it stopped at the first set that did
 
