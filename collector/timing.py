@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -416,12 +417,11 @@ def placements_for(
 def sets_agree(samples: list[float], protocol: Protocol) -> bool:
     """A run over several sets has enough of them once its mean's relative standard error
     (one sample per set) is at most half the adaptive target; always, without adaptivity."""
-    n = len(samples)
-    if protocol.target_ci <= 0 or n < 2:
+    if protocol.target_ci <= 0 or len(samples) < 2:
         return protocol.target_ci <= 0
-    mean = sum(samples) / n
-    sd = math.sqrt(sum((s - mean) ** 2 for s in samples) / (n - 1))
-    return mean > 0 and sd / mean / math.sqrt(n) <= protocol.target_ci / 2
+    mean = statistics.fmean(samples)
+    error = statistics.stdev(samples) / math.sqrt(len(samples))
+    return mean > 0 and error / mean <= protocol.target_ci / 2
 
 
 def take_samples(
@@ -690,7 +690,6 @@ def measure_cuda(
     most = placements_for(
         per_call_ms, protocol, set_bytes + spacer_bytes, free_bytes, protocol.max_placements
     )
-    most = max(count, most) if count > 1 else 1
     inner = choose_inner(per_call_ms, protocol, count)
     sleep_cycles = canary_sleep_cycles(slowdown, per_call_ms, inner, hz)
 

@@ -16,6 +16,7 @@ prints each phase's median against the idle phase's.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import subprocess
@@ -96,22 +97,26 @@ def timer(shape: tuple[int, int, int], device: str, scale: int) -> Callable[[int
             torch.nn.functional.linear(x, w)
     graph.replay()
 
-    # A graph holds no reference to the tensors it reads: without these, x and w are freed
-    # once this returns and the replays read freed memory (an illegal access on the H200).
-    held = (x, w, graph)
+    # A graph holds no reference to the tensors it reads: the partial keeps x and w alive,
+    # or they are freed once this returns and the replays read freed memory (an illegal
+    # access on the H200).
+    return functools.partial(_replay_ms, graph, (x, w), (start, end), calls)
 
-    def gpu(replays: int) -> float:
-        assert held
-        times = []
-        for _ in range(replays):
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            times.append(float(start.elapsed_time(end)) / calls)
-        return statistics.median(times)
 
-    return gpu
+def _replay_ms(
+    graph: Any, tensors: tuple[Any, ...], events: tuple[Any, Any], calls: int, replays: int
+) -> float:
+    """Milliseconds per call of `graph`'s `calls` calls, the median of `replays` replays
+    (`tensors`, the graph's inputs, are only held: the partial keeps them alive)."""
+    start, end = events
+    times = []
+    for _ in range(replays):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(float(start.elapsed_time(end)) / calls)
+    return statistics.median(times)
 
 
 def probe_run(args: argparse.Namespace) -> None:
