@@ -14,6 +14,7 @@ import numpy as np
 
 from bench.gpu.interval_check import RULES, rule, rule_verdicts
 from bot.compare import stats
+from collector import levels
 from collector.caseplan import Case
 from collector.record import read_record
 from tests.factories import gemm_case, multilevel_runs, placement_levels, write_record
@@ -58,3 +59,14 @@ def test_cases_on_several_placement_levels_are_found_by_the_shipped_rule_only(
     assert (out["former"][hit] == stats.REGRESSED).sum() <= 10
     for name in RULES:
         assert not np.isin(out[name][~hit], (stats.REGRESSED, stats.IMPROVED)).any()
+
+
+def test_without_levels_is_the_shipped_comparison_on_plain_run_values() -> None:
+    rng = np.random.default_rng(5)
+    runs = [np.exp(rng.normal(0, 0.005, 32)) * np.where(rng.random(32) < 0.5, 1.0, 1.2)]
+    runs *= 4
+    args = (runs, runs, 0.03, 0.05, 0.001, 0.1)
+    assert levels.match(*args) is not None
+    with rule("without_levels"):
+        assert levels.match(*args) is None
+    assert levels.match(*args) is not None

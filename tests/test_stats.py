@@ -181,13 +181,13 @@ def test_estimate_is_the_trimmed_mean_of_all_samples_pooled() -> None:
     assert list(stats.run_values(base)) == [2.0, 5.0, 13.5]
     from bot.compare.latency import _run_stats
 
-    out = _run_stats([(base, [np.full(4, 11.55)])], stats.Settings(), np.random.default_rng(1))
+    out, _ = _run_stats([(base, [np.full(4, 11.55)])], stats.Settings(), np.random.default_rng(1))
     assert out["ratio"][0] == pytest.approx(1.1)
     cand = [r * 1.1 for r in base]
-    out = _run_stats([(base, cand)], stats.Settings(), np.random.default_rng(1))
+    out, _ = _run_stats([(base, cand)], stats.Settings(), np.random.default_rng(1))
     assert out["ratio"][0] == pytest.approx(1.1)
     # trim=0 is the plain pooled mean, wild sample and all.
-    out = _run_stats([(wild, cand)], stats.Settings(trim=0.0), np.random.default_rng(1))
+    out, _ = _run_stats([(wild, cand)], stats.Settings(trim=0.0), np.random.default_rng(1))
     assert out["ratio"][0] < 0.01
 
 
@@ -303,7 +303,7 @@ def test_a_case_on_several_placement_levels_is_found_at_2_4_percent() -> None:
             )
             for lv in levels
         ]
-        out = _run_stats(pairs, settings, rng)
+        out, _ = _run_stats(pairs, settings, rng)
         q = stats.bh_qvalues(out["p"])
         verdict = stats.verdicts(
             out["ratio"], out["lo"], out["hi"], q, out["threshold"], settings.alpha, 0.01

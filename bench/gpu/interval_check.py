@@ -11,9 +11,11 @@ then samples inside each run) as its interval. Where a run's samples come from 8
 whose levels differ, a median jumps between levels where a mean averages them, and the
 bootstrap's second level resamples a spread that every run averages alike, so its interval
 widens. The former rule is the comparison itself with those two pieces swapped back in
-(`rule`); two more rules swap in one each (`RULES`). This prints, per DIR, A vs B (flags, and
-cases significant after Benjamini-Hochberg) and C vs A (canary found, false flags) under
-each rule; docs/statistics.md, "The estimate and its interval". Runs on a CPU.
+(`rule`); two more rules swap in one each, and `without_levels` is the shipped comparison
+with placement levels off (`RULES`). This prints, per DIR, A vs B (flags, cases significant
+after Benjamini-Hochberg, p99 and max of the |difference|) and C vs A (canary found, false
+flags) under each rule; docs/statistics.md, "The estimate and its interval" and "Placement
+levels". Runs on a CPU.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from bench.gpu.precision_session import load_step
 from bench.gpu.protocol_session import CANARY
 from bot.compare import stats
 from bot.compare.comparison import Baseline, compare_runs
+from collector import levels
 from collector.caseplan import Case, CaseSelector
 from collector.record import RunRecord, read_record
 
@@ -54,11 +57,25 @@ def bootstrap_only(
     return stats.bootstrap_intervals(pairs, settings, rng)
 
 
-# Each rule is the comparison with these pieces swapped in; the middle two change one each.
-RULES: dict[str, dict[str, Callable[..., Any]]] = {
-    "former": {"run_values": run_medians, "ratio_intervals": bootstrap_only},
-    "trimmed_mean_bootstrap": {"ratio_intervals": bootstrap_only},
-    "median_welch": {"run_values": run_medians},
+def no_levels(*args: Any, **kwargs: Any) -> None:
+    """Before placement levels: every case on its plain run values."""
+    return None
+
+
+# Each rule is the comparison with these pieces swapped in (module, attribute); the middle
+# two change one each, and the last turns placement levels off (collector/levels.py).
+RULES: dict[str, dict[tuple[Any, str], Callable[..., Any]]] = {
+    "former": {
+        (stats, "run_values"): run_medians,
+        (stats, "ratio_intervals"): bootstrap_only,
+        (levels, "match"): no_levels,
+    },
+    "trimmed_mean_bootstrap": {
+        (stats, "ratio_intervals"): bootstrap_only,
+        (levels, "match"): no_levels,
+    },
+    "median_welch": {(stats, "run_values"): run_medians, (levels, "match"): no_levels},
+    "without_levels": {(levels, "match"): no_levels},
     "shipped": {},
 }
 
@@ -69,8 +86,8 @@ def rule(name: str) -> Iterator[None]:
     noise, drift, calibrated pairs) and the two-level bootstrap interval; all else is the
     shipped code."""
     with ExitStack() as stack:
-        for attr, replacement in RULES[name].items():
-            stack.enter_context(mock.patch.object(stats, attr, replacement))
+        for (module, attr), replacement in RULES[name].items():
+            stack.enter_context(mock.patch.object(module, attr, replacement))
         yield
 
 
@@ -86,6 +103,7 @@ def rule_verdicts(base: RunRecord, cand: RunRecord) -> dict[str, Any]:
         out["rows"] = rows
         out[name] = np.asarray(comparison.cases["verdict"], dtype=object)
         out[f"{name}_q"] = np.asarray(comparison.cases["q"], dtype=float)
+        out[f"{name}_ratio"] = np.asarray(comparison.cases["ratio"], dtype=float)
     return out
 
 
@@ -113,6 +131,12 @@ def summary(directory: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"dir": str(directory)}
     aa = rule_verdicts(records["A"], records["B"])
     out["aa_flagged"] = {m: int(np.isin(aa[m], FLAGS).sum()) for m in RULES}
+    # |A/A difference| over the cases both sides sampled, in %: its p99 and max per rule.
+    out["aa_abs_pct"] = {
+        m: [round(float(np.percentile(d, q)), 2) for q in (99, 100)]
+        for m in RULES
+        for d in [100 * np.abs(np.log(aa[f"{m}_ratio"][np.isfinite(aa[f"{m}_ratio"])]))]
+    }
     alpha = stats.Settings().alpha
     with np.errstate(invalid="ignore"):
         out["aa_significant"] = {m: int((aa[f"{m}_q"] < alpha).sum()) for m in RULES}

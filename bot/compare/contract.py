@@ -40,6 +40,8 @@ CASE_TABLE_SCHEMA = pa.schema(
         ("threshold", _F),
         ("base_runs", _I),
         ("cand_runs", _I),
+        # Placement levels compared level by level (collector/levels.py); 0: none.
+        ("levels", _I),
         ("base_outliers", _I),
         ("base_samples", _I),
         ("cand_outliers", _I),
@@ -72,7 +74,7 @@ CASE_TABLE_SCHEMA = pa.schema(
 
 # Columns added after cases.parquet was first written: a reader accepts a table without them.
 LATER_CASE_COLUMNS = frozenset(
-    {"base_drift", "base_drift_q", "cand_drift", "cand_drift_q", "drifting"}
+    {"base_drift", "base_drift_q", "cand_drift", "cand_drift_q", "drifting", "levels"}
 )
 
 

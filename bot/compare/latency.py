@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from bot.compare import cross_gpu, drift, stats
 from bot.compare.contract import CASE_TABLE_SCHEMA, PARAM_PREFIX, CaseRow, case_identity
+from collector import levels
 from collector.ops import get_op
 from collector.record import RunRecord
 from collector.sample_checks import (
@@ -164,30 +165,58 @@ def _values(runs: Runs, settings: stats.Settings) -> np.ndarray:
     return stats.run_values(runs, settings.trim)
 
 
+def _pair_values(
+    pairs: list[tuple[Runs, Runs]], settings: stats.Settings
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+    """Each pair's run values, its level-by-level ratio (NaN: the pooled estimates' ratio
+    serves) and its level count (0: plain run values), collector/levels.py."""
+    values: list[tuple[np.ndarray, np.ndarray]] = []
+    ratio = np.full(len(pairs), np.nan)
+    count = np.zeros(len(pairs), dtype=np.int64)
+    for i, (b, c) in enumerate(pairs):
+        found = levels.match(
+            b,
+            c,
+            settings.level_gap,
+            settings.level_min_share,
+            settings.level_share_alpha,
+            settings.trim,
+        )
+        if found is None:
+            values.append((_values(b, settings), _values(c, settings)))
+        else:
+            values.append((found.base, found.cand))
+            ratio[i], count[i] = found.ratio, found.levels
+    return values, ratio, count
+
+
 def _run_stats(
     pairs: list[tuple[Runs, Runs]],
     settings: stats.Settings,
     rng: np.random.Generator,
-    values: list[tuple[np.ndarray, np.ndarray]] | None = None,
-) -> dict[str, np.ndarray]:
-    """Ratio, interval, p-value and noise threshold of each (base runs, cand runs) pair.
+) -> tuple[dict[str, np.ndarray], list[tuple[np.ndarray, np.ndarray]]]:
+    """Ratio, interval, p-value and noise threshold of each (base runs, cand runs) pair, and
+    the run values they came from.
 
     The ratio is pooled estimate over pooled estimate; the test, the noise and (both sides
     with two runs or more) the interval are on the runs' values, each run's trimmed mean
-    (`stats.run_values`; `values` when the caller has them already)."""
+    (`stats.run_values`). A case whose sides show the same placement levels in compatible
+    shares is compared level by level (`_pair_values`): its ratio and run values too."""
     n = len(pairs)
     out = {
         name: np.full(n, np.nan)
         for name in ("ratio", "lo", "hi", "p", "noise", "threshold", "base_runs", "cand_runs")
     }
+    out["levels"] = np.zeros(n, dtype=np.int64)
     if not n:
-        return out
-    if values is None:
-        values = [(_values(b, settings), _values(c, settings)) for b, c in pairs]
+        return out, []
+    values, level_ratio, out["levels"] = _pair_values(pairs, settings)
     for i, ((b, c), (bm, cm)) in enumerate(zip(pairs, values, strict=True)):
         noise = stats.noise_of(bm, cm)
-        out["ratio"][i] = stats.pooled_estimate(c, settings.trim) / stats.pooled_estimate(
-            b, settings.trim
+        out["ratio"][i] = (
+            level_ratio[i]
+            if np.isfinite(level_ratio[i])
+            else stats.pooled_estimate(c, settings.trim) / stats.pooled_estimate(b, settings.trim)
         )
         out["noise"][i] = noise
         out["threshold"][i] = stats.threshold_for(noise, settings)
@@ -196,7 +225,7 @@ def _run_stats(
     intervals = np.array(stats.ratio_intervals(pairs, settings, rng, values), dtype=float)
     out["lo"], out["hi"] = intervals[:, 0], intervals[:, 1]
     out["p"] = stats.run_test_pvalues(values)
-    return out
+    return out, values
 
 
 def _matched_columns(
@@ -277,18 +306,14 @@ def build_case_table(
     cols["base_runs"] = np.zeros(n, dtype=np.int64)
     cols["cand_runs"] = np.zeros(n, dtype=np.int64)
     _count_outliers(cols, sampled)
-    base_values = [_values(b, settings) for b in sampled.base]
-    cand_values = [_values(c, settings) for c in sampled.cand]
-    first = _run_stats(
-        list(zip(sampled.base, sampled.cand, strict=True)),
-        settings,
-        rng,
-        list(zip(base_values, cand_values, strict=True)),
-    )
+    first, values = _run_stats(list(zip(sampled.base, sampled.cand, strict=True)), settings, rng)
+    base_values = [b for b, _ in values]
+    cand_values = [c for _, c in values]
     idx = np.asarray(sampled.index, dtype=np.int64)
     for name in ("ratio", "lo", "hi", "p", "noise", "threshold"):
         cols[name][idx] = first[name]
-    for name in ("base_runs", "cand_runs"):
+    cols["levels"] = np.zeros(n, dtype=np.int64)
+    for name in ("base_runs", "cand_runs", "levels"):
         cols[name][idx] = first[name].astype(np.int64)
     # Sides measured on different GPUs: corrected by the panels' offset, or not judged.
     cols["gpu_match"], fits = cross_gpu.pair_fits(base, cand, cols["base_gpu"], cols["cand_gpu"])
@@ -426,7 +451,7 @@ def _apply_confirmation(
     if not conf_runs:
         return
     ids = np.array(sorted(conf_runs), dtype=np.int64)
-    replication = _run_stats([conf_runs[int(i)] for i in ids], settings, rng)
+    replication, _ = _run_stats([conf_runs[int(i)] for i in ids], settings, rng)
     rep_q = stats.bh_qvalues(replication["p"])
     rep_verdict = stats.verdicts(
         replication["ratio"],
@@ -441,7 +466,7 @@ def _apply_confirmation(
     with np.errstate(invalid="ignore"):
         rep_up = replication["lo"] > 1.0
         rep_down = replication["hi"] < 1.0
-    pooled = _run_stats(
+    pooled, _ = _run_stats(
         [
             (
                 sampled.base[position[int(i)]] + conf_runs[int(i)][0],
@@ -457,6 +482,7 @@ def _apply_confirmation(
         cols[name][ids] = pooled[name]
     cols["base_runs"][ids] = pooled["base_runs"].astype(np.int64)
     cols["cand_runs"][ids] = pooled["cand_runs"].astype(np.int64)
+    cols["levels"][ids] = pooled["levels"]
     _judge(cols, np.asarray(sampled.index, dtype=np.int64), settings)
     final = cols["verdict"]
     replicated = np.where(

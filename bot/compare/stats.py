@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from collector.aggregate import LATENCY_TRIM, trimmed_mean
+from collector.levels import LEVEL_GAP, LEVEL_MIN_SHARE
 from collector.settings import setting
 
 # scipy.stats is imported where it is used: it costs about a second of start-up, and a
@@ -128,6 +129,31 @@ class Settings:
         min=0.0,
         unit="fraction",
         help="Smallest trend across a side's runs that marks its case as drifting (0.02 = 2%).",
+    )
+    # Placement levels (collector/levels.py): an fp8 GEMM's sets sit 15-20% apart.
+    level_gap: float = setting(
+        LEVEL_GAP,
+        min=0.0,
+        unit="fraction",
+        help="Samples further apart than this (sorted, relative) start a new placement "
+        "level; a case whose sides show the same levels in compatible shares is compared "
+        "level by level (0 turns it off).",
+    )
+    level_min_share: float = setting(
+        LEVEL_MIN_SHARE,
+        min=0.0,
+        max=0.5,
+        unit="fraction",
+        help="A placement level holds at least this share of a side's samples; a smaller "
+        "one joins its nearer neighbour.",
+    )
+    level_share_alpha: float = setting(
+        0.001,
+        min=0.0,
+        max=0.5,
+        unit="p-value",
+        help="The sides' level shares differ (chi-square p below this): no level-by-level "
+        "comparison, the plain run values show the shift.",
     )
     # The row's latency in the run record uses the same share (LATENCY_TRIM).
     trim: float = setting(
