@@ -34,7 +34,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from collector.aggregate import RunResult, trimmed_mean
+from collector import levels
+from collector.aggregate import RunResult
 from collector.assignment import sticky_slots
 from collector.attn_backends import AUTO, HONOURED_BY
 from collector.attn_backends import FIELD as ATTN_FIELD
@@ -170,9 +171,10 @@ def visible_devices(device: str, workers: int | None) -> list[str]:
 
 
 def relative_halfwidth(run_ms: list[list[float]]) -> float:
-    """Relative half-width of a 95% t-interval on the mean log per-run trimmed mean (the
-    comparison's estimate, run by run)."""
-    means = np.log([trimmed_mean(np.asarray(r, dtype=float)) for r in run_ms])
+    """Relative half-width of a 95% t-interval on the mean log run value: each run's trimmed
+    mean, or where its samples sit on placement levels that mix inside runs, its value level
+    by level (collector/levels.py), as the comparison reads them."""
+    means = np.log(levels.side_values([np.asarray(r, dtype=float) for r in run_ms]))
     n = means.size
     if n < 2:
         return math.inf
