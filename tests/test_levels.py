@@ -14,10 +14,12 @@ import pytest
 
 from bot.compare.comparison import compare_runs
 from bot.compare.stats import Settings
+from bot.render.comment import render_comment
 from collector import levels
 from collector.caseplan import Case
 from collector.record import read_record
 from tests.factories import write_record
+from tests.schema_check import assert_valid_comparison
 
 GAP, MIN_SHARE, ALPHA, TRIM = 0.03, 0.05, 0.001, 0.1
 LEVELS = (1.0, 1.18)
@@ -119,9 +121,10 @@ def _cases(n: int) -> list[Case]:
 def test_a_two_percent_change_on_two_level_cases_is_found_and_an_aa_is_quiet(
     tmp_path: Path, seed: int
 ) -> None:
-    """Through the real path (records written, read, compared): 60 unchanged and 40 slowed
-    by 2% two-level cases. Level by level, at least 38 of the 40 are found and none of the 60
-    is flagged; with the levels off (`level_gap` 0), the shares' luck hides most of the 40."""
+    """Through the real path (records written, read, compared, commented): 60 unchanged and
+    40 slowed by 2% two-level cases. Level by level, at least 38 of the 40 are found and none
+    of the 60 is flagged, and comparison.json and the comment say which cases were compared
+    so; with the levels off (`level_gap` 0), the shares' luck hides most of the 40."""
     rng = np.random.default_rng(seed)
     cases = _cases(100)
     slowed = {c.key for c in cases[60:]}
@@ -135,14 +138,23 @@ def test_a_two_percent_change_on_two_level_cases_is_found_and_an_aa_is_quiet(
     cand = write_record(tmp_path / "c", cases, lambda c: runs(c, 1.02))
     found = {}
     for name, settings in (("levels", Settings()), ("plain", Settings(level_gap=0.0))):
-        table = compare_runs(read_record(base), read_record(cand), settings).cases
+        result = compare_runs(read_record(base), read_record(cand), settings)
+        table = result.cases
         verdict = dict(zip(table["key"], table["verdict"], strict=True))
         found[name] = sum(verdict[k] == "regressed" for k in slowed)
         false = [
             k for k, v in verdict.items() if k not in slowed and v in ("regressed", "improved")
         ]
         assert not false, name
+        matched = int((table["levels"] == 2).sum())
+        assert result.data["latency"]["summary"]["level_matched"] == matched
         if name == "levels":  # the share test falls back on about 1 in 1,000 by chance
-            assert (table["levels"] == 2).sum() >= 98
+            assert matched >= 98
+            assert_valid_comparison(result.data)
+            rows = result.data["latency"]["cases"]
+            assert sum(r.get("levels") == 2 for r in rows) >= len(rows) - 2
+            assert f"{matched} cases sat on placement levels" in render_comment(result.data)
+        else:
+            assert matched == 0
     assert found["levels"] >= 38
     assert found["plain"] <= 20

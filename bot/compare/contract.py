@@ -111,6 +111,7 @@ class CaseRow(TypedDict, total=False):
     outliers: dict[str, int]
     gpu: dict[str, Any]
     drift: dict[str, Any]
+    levels: int
     first_verdict: str
     confirmation: dict[str, Any]
 

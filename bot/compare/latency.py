@@ -515,6 +515,7 @@ def _summary(table: CaseTable, added: dict[str, int], removed: dict[str, int]) -
         "verdicts": _counts(table["verdict"]),
         "size_only": int(np.count_nonzero(table["method"] == SIZE_ONLY)),
         "sampled": int(np.count_nonzero(table["method"] == SAMPLES)),
+        "level_matched": int(np.count_nonzero(table["levels"] > 0)),
     }
 
 
@@ -647,6 +648,8 @@ def _case_dict(table: CaseTable, i: int) -> CaseRow:
         "remeasured": bool(table["remeasured"][i]),
         "confirmed": bool(table["confirmed"][i]),
     }
+    if table["levels"][i] > 0:
+        row["levels"] = int(table["levels"][i])
     if (trend := drift.case_drift(table.cols, i)) is not None:
         row["drift"] = trend
     if row["remeasured"]:

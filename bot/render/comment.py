@@ -575,6 +575,12 @@ def _context(comparison: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
         )
     elif v["regressed"] or v["improved"] or v["inconclusive"]:
         latency_line += " Verdicts are from one pass (no confirmation round)."
+    if matched := summary.get("level_matched"):
+        latency_line += (
+            f" {matched} {'case sat' if matched == 1 else 'cases sat'} on placement levels "
+            "(buffer sets on discrete levels, mixed inside runs) and "
+            f"{'was' if matched == 1 else 'were'} compared level by level."
+        )
     if summary.get("size_only"):
         latency_line += (
             f" {summary['size_only']} cases had no samples on one side and were judged by size "
