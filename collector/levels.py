@@ -4,14 +4,14 @@ Some kernels' samples sit on a few discrete levels set by where a buffer set lan
 fp8 GEMM at 101-104 or 117-124 us, set by set, at one measured clock); they mix inside each
 run, which tells them from runs that differ as a whole. A run's mean then moves with how
 many of its sets landed on each level, and that luck, not the code, sets the runs' spread:
-1.2-4% for such cases, so a +2% change could not be called. Where
-both sides show the same levels in compatible shares, each sample is taken relative to its
-side's level (the mean log of that level's samples) and each run's value is the trimmed
-mean of those, put back on the levels' common shares: post-stratification, the run-to-run
-spread left is the runs' own. A change that moves every level moves every run value; one
-that moves the shares, adds or drops a level falls back to the plain run values, where it
-shows. The collector's stopping rule reads one side's run values the same way
-(`side_values`). Why and the H200 records behind it: docs/statistics.md, "Placement levels".
+1.2-4% for such cases, so a +2% change could not be called. Where both sides show the same
+levels in compatible shares, each sample is taken relative to its side's level (the mean log
+of that level's samples) and each run's value is the trimmed mean of those, put back on the
+levels' common shares: post-stratification, the run-to-run spread left is the runs' own. A
+change that moves every level moves every run value; one that moves the shares, adds or
+drops a level falls back to the plain run values, where it shows. The collector's stopping
+rule reads one side's run values the same way (`side_values`). Why and the H200 records
+behind it: docs/statistics.md, "Placement levels".
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def side_values(
     """One side's run values: level by level on its own shares where its samples show levels
     that mix inside its runs, else each run's trimmed mean."""
     found = find_levels(runs, gap, min_share) if gap > 0 else None
-    if found is None or found.centre.size < 2 or not within_runs(found):
+    if found is None or not within_runs(found):  # one level never mixes with another
         return np.array([trimmed_mean(np.asarray(r, dtype=float), trim) for r in runs])
     return _on_common_shares(runs, found, found.counts / found.counts.sum(), trim)
 

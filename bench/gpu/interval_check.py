@@ -126,17 +126,18 @@ def session_records(directory: Path) -> tuple[dict[str, RunRecord], Slowed]:
     return records, lambda row: selector.matches(Case.build(row["op"], row["params"]))
 
 
+def abs_diff_tail(ratio: np.ndarray) -> list[float]:
+    """p99 and max of |A/A difference| in % over the cases with a ratio (log scale)."""
+    diff = 100 * np.abs(np.log(ratio[np.isfinite(ratio)]))
+    return [round(float(np.percentile(diff, q)), 2) for q in (99, 100)]
+
+
 def summary(directory: Path) -> dict[str, Any]:
     records, is_slowed = session_records(directory)
     out: dict[str, Any] = {"dir": str(directory)}
     aa = rule_verdicts(records["A"], records["B"])
     out["aa_flagged"] = {m: int(np.isin(aa[m], FLAGS).sum()) for m in RULES}
-    # |A/A difference| over the cases both sides sampled, in %: its p99 and max per rule.
-    out["aa_abs_pct"] = {
-        m: [round(float(np.percentile(d, q)), 2) for q in (99, 100)]
-        for m in RULES
-        for d in [100 * np.abs(np.log(aa[f"{m}_ratio"][np.isfinite(aa[f"{m}_ratio"])]))]
-    }
+    out["aa_abs_pct"] = {m: abs_diff_tail(aa[f"{m}_ratio"]) for m in RULES}
     alpha = stats.Settings().alpha
     with np.errstate(invalid="ignore"):
         out["aa_significant"] = {m: int((aa[f"{m}_q"] < alpha).sum()) for m in RULES}
