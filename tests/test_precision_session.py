@@ -100,8 +100,8 @@ def test_draw_takes_a_third_of_each_dtype_seeded_outside_every_case_set(tmp_path
     assert f"--exclude {out}" in (tmp_path / "fresh.yaml").read_text()
 
 
-SEED22, SEED23, SEED24, SEED25, SEED26 = (
-    ps.HERE / f"precision_cases_seed{seed}.yaml" for seed in (22, 23, 24, 25, 26)
+SEED22, SEED23, SEED24, SEED25, SEED26, SEED27 = (
+    ps.HERE / f"precision_cases_seed{seed}.yaml" for seed in (22, 23, 24, 25, 26, 27)
 )
 
 
@@ -114,9 +114,10 @@ SEED22, SEED23, SEED24, SEED25, SEED26 = (
         (SEED24, 24, (SEED22, SEED23)),
         (SEED25, 25, (SEED22, SEED23, SEED24)),
         (SEED26, 26, (SEED22, SEED23, SEED24, SEED25)),
-        (ps.CASE_FILE, 27, (SEED22, SEED23, SEED24, SEED25, SEED26)),
+        (SEED27, 27, (SEED22, SEED23, SEED24, SEED25, SEED26)),
+        (ps.CASE_FILE, 28, (SEED22, SEED23, SEED24, SEED25, SEED26, SEED27)),
     ],
-    ids=["seed22", "seed23", "seed24", "seed25", "seed26", "current"],
+    ids=["seed22", "seed23", "seed24", "seed25", "seed26", "seed27", "current"],
 )
 def test_each_committed_draw_is_its_seeded_draw(
     tmp_path: Path, committed: Path, seed: int, exclude: tuple[Path, ...]
