@@ -42,8 +42,11 @@ CASES = (
 )
 
 
-def one_process(backend_name: str, device: str, placements: int) -> dict[str, list[float]]:
-    """Every case on `placements` buffer sets in this process: each set's median ms."""
+def one_process(
+    backend_name: str, device: str, placements: int, specs: tuple[str, ...] = CASES
+) -> dict[str, list[float]]:
+    """Every case of `specs` on `placements` buffer sets in this process: each set's median
+    ms."""
     import torch
 
     from collector.backends import get_backend
@@ -57,7 +60,7 @@ def one_process(backend_name: str, device: str, placements: int) -> dict[str, li
     protocol = replace(Protocol(), placements=1)
     rng = random.Random()
     out: dict[str, list[float]] = {}
-    for spec in CASES:
+    for spec in specs:
         case = gemm_case(spec)
         medians = []
         for _ in range(placements):
@@ -93,26 +96,48 @@ def summary(processes: list[dict[str, list[float]]]) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--backend", default="vllm")
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--placements", type=int, default=12)
+    parser.add_argument(
+        "--case",
+        action="append",
+        dest="cases",
+        metavar="SPEC",
+        help='a case to probe instead of the built-in set, e.g. "fp8 769x65536x12288" (repeatable)',
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def child_command(args: argparse.Namespace) -> list[str]:
+    """The command of one fresh process, probing what this one was asked to."""
+    cases = [arg for spec in args.cases or () for arg in ("--case", spec)]
+    return [
+        sys.executable, "-m", "bench.gpu.level_probe", "--child", "--out", str(args.out),
+        "--backend", args.backend, "--device", args.device,
+        "--placements", str(args.placements), *cases,
+    ]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    for spec in args.cases or ():
+        try:
+            gemm_case(spec)
+        except ValueError:
+            print(f'error: --case {spec!r}: not "DTYPE MxNxK"', file=sys.stderr)
+            return 2
     if args.child:
-        one_process(args.backend, args.device, args.placements)
+        one_process(args.backend, args.device, args.placements, tuple(args.cases or CASES))
         return 0
     results = []
     for _ in range(args.processes):
-        done = subprocess.run(
-            [sys.executable, "-m", "bench.gpu.level_probe", "--child", "--out", str(args.out),
-             "--backend", args.backend, "--device", args.device,
-             "--placements", str(args.placements)],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
+        done = subprocess.run(child_command(args), capture_output=True, text=True, check=True)
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
     rows = summary([r["sets"] for r in results])
     args.out.write_text(json.dumps({"runs": results, "summary": rows}, indent=1))
