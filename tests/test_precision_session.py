@@ -241,6 +241,10 @@ def test_aa_resumed_fixed_and_analyse_end_to_end_on_the_cpu(
     assert "| A/A (A vs B, same GPU) | 4 cases" in text and "| cost F |" in text
     assert text.startswith("Records: A complete, B complete, C complete, F complete.")
     assert "| bfloat16 |" in text
+    # Only the shipped protocol's cost (A) is held to the floor; F and the rest are context.
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| cost")}
+    assert f"| <= {ps.COST_PER_CASE_S} |" in rows["| cost A"]
+    assert all(rows[f"| cost {n}"].endswith("| context |  |") for n in "BCF")
 
 
 def work_of(out: Path) -> Path:
