@@ -100,8 +100,8 @@ def test_draw_takes_a_third_of_each_dtype_seeded_outside_every_case_set(tmp_path
     assert f"--exclude {out}" in (tmp_path / "fresh.yaml").read_text()
 
 
-SEED22, SEED23, SEED24, SEED25, SEED26, SEED27 = (
-    ps.HERE / f"precision_cases_seed{seed}.yaml" for seed in (22, 23, 24, 25, 26, 27)
+SEED22, SEED23, SEED24, SEED25, SEED26, SEED27, SEED28 = (
+    ps.HERE / f"precision_cases_seed{seed}.yaml" for seed in (22, 23, 24, 25, 26, 27, 28)
 )
 
 
@@ -115,9 +115,10 @@ SEED22, SEED23, SEED24, SEED25, SEED26, SEED27 = (
         (SEED25, 25, (SEED22, SEED23, SEED24)),
         (SEED26, 26, (SEED22, SEED23, SEED24, SEED25)),
         (SEED27, 27, (SEED22, SEED23, SEED24, SEED25, SEED26)),
-        (ps.CASE_FILE, 28, (SEED22, SEED23, SEED24, SEED25, SEED26, SEED27)),
+        (SEED28, 28, (SEED22, SEED23, SEED24, SEED25, SEED26, SEED27)),
+        (ps.CASE_FILE, 29, (SEED22, SEED23, SEED24, SEED25, SEED26, SEED27, SEED28)),
     ],
-    ids=["seed22", "seed23", "seed24", "seed25", "seed26", "seed27", "current"],
+    ids=["seed22", "seed23", "seed24", "seed25", "seed26", "seed27", "seed28", "current"],
 )
 def test_each_committed_draw_is_its_seeded_draw(
     tmp_path: Path, committed: Path, seed: int, exclude: tuple[Path, ...]
