@@ -83,6 +83,15 @@ def within_runs(levels: Levels) -> bool:
     return bool((seen >= 2).all())
 
 
+def mixed_levels(runs: Sequence[np.ndarray], gap: float, min_share: float) -> Levels | None:
+    """A side's levels where they mix inside its runs (`within_runs`); None where they do not
+    or `gap` is 0 (off)."""
+    if gap <= 0:
+        return None
+    found = find_levels(runs, gap, min_share)
+    return found if within_runs(found) else None
+
+
 def shares_agree(base: Levels, cand: Levels, alpha: float) -> bool:
     """Both sides hold the same number (two or more) of levels in shares that a chi-square
     test of the 2 x k table does not tell apart at `alpha`."""
@@ -118,8 +127,8 @@ def side_values(
 ) -> np.ndarray:
     """One side's run values: level by level on its own shares where its samples show levels
     that mix inside its runs, else each run's trimmed mean."""
-    found = find_levels(runs, gap, min_share) if gap > 0 else None
-    if found is None or not within_runs(found):  # one level never mixes with another
+    found = mixed_levels(runs, gap, min_share)
+    if found is None:
         return np.array([trimmed_mean(np.asarray(r, dtype=float), trim) for r in runs])
     return _on_common_shares(runs, found, found.counts / found.counts.sum(), trim)
 
@@ -144,10 +153,8 @@ def match(
 ) -> Matched | None:
     """The level-by-level run values of a case, or None where its sides do not show the same
     levels in compatible shares (the plain run values serve then). `gap` 0 turns it off."""
-    if gap <= 0:
-        return None
-    lb, lc = find_levels(base, gap, min_share), find_levels(cand, gap, min_share)
-    if not (within_runs(lb) and within_runs(lc) and shares_agree(lb, lc, alpha)):
+    lb, lc = mixed_levels(base, gap, min_share), mixed_levels(cand, gap, min_share)
+    if lb is None or lc is None or not shares_agree(lb, lc, alpha):
         return None
     counts = lb.counts + lc.counts
     weights = counts / counts.sum()
