@@ -100,25 +100,19 @@ def test_draw_takes_a_third_of_each_dtype_seeded_outside_every_case_set(tmp_path
     assert f"--exclude {out}" in (tmp_path / "fresh.yaml").read_text()
 
 
-SEED22, SEED23, SEED24, SEED25, SEED26, SEED27, SEED28 = (
-    ps.HERE / f"precision_cases_seed{seed}.yaml" for seed in (22, 23, 24, 25, 26, 27, 28)
-)
+# Every committed draw, oldest first (the last is the current case file); each one was drawn
+# excluding all the draws before it.
+DRAWS = [
+    *((ps.HERE / f"precision_cases_seed{seed}.yaml", seed) for seed in range(22, 29)),
+    (ps.CASE_FILE, 29),
+]
 
 
 @pytest.mark.skipif(not TABLE.is_file(), reason="the H200 reference table is not here")
 @pytest.mark.parametrize(
     ("committed", "seed", "exclude"),
-    [
-        (SEED22, 22, ()),
-        (SEED23, 23, (SEED22,)),
-        (SEED24, 24, (SEED22, SEED23)),
-        (SEED25, 25, (SEED22, SEED23, SEED24)),
-        (SEED26, 26, (SEED22, SEED23, SEED24, SEED25)),
-        (SEED27, 27, (SEED22, SEED23, SEED24, SEED25, SEED26)),
-        (SEED28, 28, (SEED22, SEED23, SEED24, SEED25, SEED26, SEED27)),
-        (ps.CASE_FILE, 29, (SEED22, SEED23, SEED24, SEED25, SEED26, SEED27, SEED28)),
-    ],
-    ids=["seed22", "seed23", "seed24", "seed25", "seed26", "seed27", "seed28", "current"],
+    [(path, seed, tuple(p for p, _ in DRAWS[:i])) for i, (path, seed) in enumerate(DRAWS)],
+    ids=[f"seed{seed}" for _, seed in DRAWS[:-1]] + ["current"],
 )
 def test_each_committed_draw_is_its_seeded_draw(
     tmp_path: Path, committed: Path, seed: int, exclude: tuple[Path, ...]
